@@ -1,0 +1,34 @@
+# Two commands for a fresh machine:  `make demo`  and  `make test`.
+# Both create the virtual environment in .venv on first use (about 2 minutes).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[all]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/gangway demo
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: lint
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) -m pytest -m benchmark -s
+
+clean:
+	rm -rf $(VENV) .gangway .mypy_cache .ruff_cache .pytest_cache

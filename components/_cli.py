@@ -1,0 +1,54 @@
+"""Shared entry-point plumbing: exit codes from the error contract, no tracebacks for users."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from gangway.errors import GangwayError, PermanentError
+
+__all__ = ["emit", "main_wrapper", "parse_overrides"]
+
+
+def main_wrapper(main: Callable[[Sequence[str] | None], int | None]) -> Callable[[], NoReturn]:
+    """Wrap ``main(argv)`` so Gangway errors print one clear line and exit with their code."""
+
+    def run() -> NoReturn:
+        try:
+            code = main(None) or 0
+        except GangwayError as e:
+            print(f"error: {e}", file=sys.stderr)
+            code = e.exit_code
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            code = 130
+        sys.exit(code)
+
+    return run
+
+
+def emit(result: dict[str, Any], out: Path | None) -> None:
+    """Print a step's result as one JSON line and, when asked, write it to ``out``.
+
+    ``out`` is where an Argo output parameter reads from (``valueFrom.path``).
+    """
+    text = json.dumps(result, sort_keys=True)
+    print(text, flush=True)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    """``["a=1", "b=x"]`` → ``{"a": "1", "b": "x"}``; a missing ``=`` is a user error."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PermanentError(f"--set {item!r}: expected KEY=VALUE, e.g. --set steps=200")
+        out[key.strip()] = value
+    return out
+

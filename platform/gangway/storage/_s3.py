@@ -1,0 +1,189 @@
+"""The ``s3://`` backend over boto3; parallel transfers through s3transfer's TransferManager.
+
+The endpoint and credentials come from the standard AWS environment (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, profiles, instance roles, ...). boto3 is imported only when an
+``s3://`` URI is used, so ``file://`` steps start fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from gangway.errors import NotFoundError, PermanentError, TransientError
+from gangway.storage._types import ObjectInfo
+
+__all__ = ["S3Backend", "s3_errors"]
+
+_TRANSIENT_CODES = {
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "Throttling",
+    "ThrottlingException",
+}
+_NOT_FOUND_CODES = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
+
+_clients: dict[int, Any] = {}
+_lock = threading.Lock()
+
+
+def _client(pool: int) -> Any:
+    """A process-wide S3 client sized for ``pool`` concurrent connections."""
+    with _lock:
+        if pool not in _clients:
+            import boto3
+            from botocore.config import Config
+
+            cfg = Config(
+                retries={"mode": "standard", "max_attempts": 5},
+                max_pool_connections=max(10, pool),
+                connect_timeout=10,
+                read_timeout=60,
+            )
+            _clients[pool] = boto3.session.Session().client("s3", config=cfg)
+        return _clients[pool]
+
+
+@contextlib.contextmanager
+def s3_errors(what: str) -> Iterator[None]:
+    """Translate botocore failures into Gangway's retryable / permanent errors."""
+    from botocore import exceptions as bce
+
+    try:
+        yield
+    except bce.ClientError as e:
+        err = e.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code in _NOT_FOUND_CODES or status == 404:
+            raise NotFoundError(f"{what}: not found ({code or status})") from None
+        if code in _TRANSIENT_CODES or status >= 500 or status == 429:
+            raise TransientError(f"{what}: S3 server error {code} ({status}); retry later") from e
+        if code in {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}:
+            raise PermanentError(
+                f"{what}: access denied ({code}); check AWS credentials and bucket policy"
+            ) from None
+        raise PermanentError(f"{what}: S3 error {code} ({status}): {err.get('Message', '')}") from e
+    except bce.NoCredentialsError:
+        raise PermanentError(
+            f"{what}: no AWS credentials; set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile"
+        ) from None
+    except (bce.EndpointConnectionError, bce.ConnectionClosedError, bce.ConnectTimeoutError,
+            bce.ReadTimeoutError) as e:
+        raise TransientError(
+            f"{what}: cannot reach the S3 endpoint ({e}); check AWS_ENDPOINT_URL or retry"
+        ) from e
+
+
+class S3Backend:
+    """Objects in one bucket, addressed by key."""
+
+    def __init__(self, bucket: str) -> None:
+        self.bucket = bucket
+
+    def _uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def list(self, prefix: str, pool: int = 10) -> list[ObjectInfo]:
+        client = _client(pool)
+        out: list[ObjectInfo] = []
+        with s3_errors(self._uri(prefix)):
+            # An exact object counts as a listing of one, like a local file.
+            if prefix and not prefix.endswith("/"):
+                with contextlib.suppress(NotFoundError):
+                    with s3_errors(self._uri(prefix)):
+                        head = client.head_object(Bucket=self.bucket, Key=prefix)
+                    return [ObjectInfo(key="", size=int(head["ContentLength"]))]
+            dir_prefix = prefix.rstrip("/") + "/" if prefix else ""
+            pages = client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=dir_prefix
+            )
+            for page in pages:
+                for obj in page.get("Contents", []):
+                    out.append(ObjectInfo(key=obj["Key"][len(dir_prefix):], size=int(obj["Size"])))
+        return sorted(out, key=lambda o: o.key)
+
+    def exists(self, key: str) -> bool:
+        try:
+            with s3_errors(self._uri(key)):
+                _client(10).head_object(Bucket=self.bucket, Key=key)
+        except NotFoundError:
+            return False
+        return True
+
+    def read_bytes(self, key: str) -> bytes:
+        with s3_errors(self._uri(key)):
+            body = _client(10).get_object(Bucket=self.bucket, Key=key)["Body"]
+            data: bytes = body.read()
+            return data
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        """A single PUT: S3 makes the object visible whole or not at all."""
+        with s3_errors(self._uri(key)):
+            _client(10).put_object(Bucket=self.bucket, Key=key, Body=data)
+
+    def _transfer(self, workers: int) -> Any:
+        from s3transfer.manager import TransferConfig, TransferManager
+
+        cfg = TransferConfig(
+            max_request_concurrency=workers,
+            max_submission_concurrency=max(5, workers // 2),
+            multipart_threshold=16 * 1024 * 1024,
+            multipart_chunksize=16 * 1024 * 1024,
+        )
+        return TransferManager(_client(workers), cfg)
+
+    def download_files(
+        self,
+        pairs: Sequence[tuple[str, Path]],
+        workers: int,
+        on_done: Callable[[int], None] | None = None,
+    ) -> None:
+        """Download (key, path) pairs concurrently; s3transfer writes each via a temp + rename."""
+        for _, dst in pairs:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+        self._run(pairs, workers, on_done, upload=False)
+
+    def upload_files(
+        self,
+        pairs: Sequence[tuple[Path, str]],
+        workers: int,
+        on_done: Callable[[int], None] | None = None,
+    ) -> None:
+        self._run([(k, p) for p, k in pairs], workers, on_done, upload=True)
+
+    def _run(
+        self,
+        pairs: Sequence[tuple[str, Path]],
+        workers: int,
+        on_done: Callable[[int], None] | None,
+        *,
+        upload: bool,
+    ) -> None:
+        if not pairs:
+            return
+        with s3_errors(self._uri(pairs[0][0])), self._transfer(workers) as manager:
+            futures = [
+                manager.upload(str(path), self.bucket, key)
+                if upload
+                else manager.download(self.bucket, key, str(path))
+                for key, path in pairs
+            ]
+            for fut, (_, path) in zip(futures, pairs, strict=True):
+                fut.result()
+                if on_done is not None:
+                    on_done(path.stat().st_size)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        client = _client(10)
+        for i in range(0, len(keys), 1000):
+            batch = [{"Key": k} for k in keys[i : i + 1000]]
+            with s3_errors(self._uri(keys[i])):
+                client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+
