@@ -1,0 +1,107 @@
+"""Training configuration: a preset name or a JSON/YAML file, plus ``--set key=value`` overrides.
+
+Every error names its field, all at once, e.g.
+``training config: steps: Input should be greater than or equal to 1 (got 0)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from components.model import ModelConfig
+from gangway.errors import PermanentError
+
+__all__ = ["TrainConfig", "load_config"]
+
+
+class TrainConfig(BaseModel):
+    """How to train. ``batch_size`` is per rank; ``steps`` counts optimizer steps."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: ModelConfig = Field(default_factory=lambda: ModelConfig(**ModelConfig.PRESETS["tiny"]))
+    steps: int = Field(300, ge=1)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    warmup_steps: int = Field(20, ge=0)
+    weight_decay: float = Field(0.1, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    checkpoint_every: int = Field(50, ge=1, description="save a checkpoint every K steps")
+    keep_last: int = Field(0, ge=0, description="prune to the newest N checkpoints (0: keep all)")
+    seed: int = 0
+    log_every: int = Field(10, ge=1)
+    bf16: bool = Field(True, description="bf16 autocast on GPU (ignored on CPU)")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _preset(cls, v: Any) -> Any:
+        """``model: tiny`` or ``model: {preset: tiny, n_layer: 4}`` expand a preset."""
+        if isinstance(v, str):
+            v = {"preset": v}
+        if isinstance(v, Mapping) and "preset" in v:
+            name = v["preset"]
+            if name not in ModelConfig.PRESETS:
+                raise ValueError(f"unknown preset {name!r}; choose from {sorted(ModelConfig.PRESETS)}")
+            v = {**ModelConfig.PRESETS[name], **{k: x for k, x in v.items() if k != "preset"}}
+        return v
+
+
+def _set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = tree
+    for p in parts[:-1]:
+        child = node.get(p)
+        if isinstance(child, str):  # a preset name being refined: model=tiny, model.n_layer=4
+            child = {"preset": child}
+        node[p] = child if isinstance(child, dict) else {}
+        node = node[p]
+    node[parts[-1]] = value
+
+
+def load_config(source: str | None, overrides: Mapping[str, str] | None = None) -> TrainConfig:
+    """Build a :class:`TrainConfig` from a preset name or file and ``key=value`` overrides.
+
+    ``source`` is ``None`` (defaults), a model preset (``tiny``, ``small``, ``gpu``), or a path
+    to a JSON/YAML file. Override values are parsed as YAML scalars (``steps=200``,
+    ``bf16=false``) and dotted keys reach into the model (``model.n_layer=4``).
+    """
+    raw: dict[str, Any] = {}
+    if source in ModelConfig.PRESETS:
+        raw = {"model": source}
+    elif source:
+        path = Path(source)
+        if not path.is_file():
+            raise PermanentError(
+                f"--config {source!r}: no such file and not a preset "
+                f"({', '.join(sorted(ModelConfig.PRESETS))})"
+            )
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as e:
+            raise PermanentError(f"{source}: not valid YAML/JSON: {e}") from None
+        if not isinstance(loaded, dict):
+            raise PermanentError(f"{source}: expected a mapping of settings at the top level")
+        raw = loaded
+    for key, text in (overrides or {}).items():
+        try:
+            value = yaml.safe_load(text) if text else text
+        except yaml.YAMLError:
+            value = text
+        _set_dotted(raw, key, value)
+    try:
+        return TrainConfig.model_validate(raw)
+    except ValidationError as e:
+        lines = [
+            f"  {'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+            + (f" (got {err['input']!r})" if not isinstance(err["input"], dict) else "")
+            for err in e.errors()
+        ]
+        raise PermanentError(
+            "training config is invalid:\n" + "\n".join(lines) + "\nfix these settings and re-run"
+        ) from None

@@ -1,0 +1,106 @@
+"""Checkpoint evaluation: score checkpoints on the validation split and pick the best.
+
+    python -m components.evaluation --data file:///tmp/gangway/corpus \\
+        --checkpoints file:///tmp/gangway/ckpt --metrics-out metrics.json --best-out best.txt
+
+Each checkpoint is scored by mean next-byte cross-entropy (nats) and perplexity over the same
+validation windows; the lowest loss wins (ties go to the later step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from components._cli import emit, main_wrapper
+from gangway import storage
+from gangway.errors import NotFoundError
+
+__all__ = ["evaluate"]
+
+
+def evaluate(
+    data_uri: str,
+    checkpoint_uris: Sequence[str],
+    *,
+    max_tokens: int = 65_536,
+    batch_size: int = 16,
+    cache_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Score each checkpoint; returns the metrics document (see module docstring)."""
+    import torch
+
+    from components._loading import checkpoint_at, load_model
+    from components.corpus import open_corpus, val_batches
+
+    if not checkpoint_uris:
+        raise NotFoundError("no checkpoints to evaluate; did training run and commit any?")
+    cache = cache_dir or Path(tempfile.gettempdir()) / "gangway-cache"
+    corpus = open_corpus(data_uri, cache / "data")
+    results = []
+    for uri in checkpoint_uris:
+        t0 = time.perf_counter()
+        ckpt = checkpoint_at(uri)
+        model = load_model(ckpt, cache)
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for xb, yb in val_batches(corpus.val, block=model.cfg.block_size,
+                                      batch_size=batch_size, max_tokens=max_tokens):
+                x, y = torch.from_numpy(xb), torch.from_numpy(yb)
+                total += float(model.loss(x, y)) * y.numel()
+                count += y.numel()
+        loss = total / count
+        results.append({
+            "uri": uri, "step": ckpt.step, "loss": round(loss, 6),
+            "perplexity": round(math.exp(loss), 4), "tokens": count,
+            "trained_on": ckpt.metadata.get("dataset_digest"),
+            "seconds": round(time.perf_counter() - t0, 3),
+        })
+        print(f"evaluated step {ckpt.step}: loss {loss:.4f} ppl {math.exp(loss):.2f}", flush=True)
+    best = min(results, key=lambda r: (r["loss"], -r["step"]))
+    return {"dataset_digest": corpus.digest, "checkpoints": results, "best": best}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m components.evaluation",
+        description="Score checkpoints on the validation split and pick the best one.",
+    )
+    p.add_argument("--data", required=True, help="published corpus URI")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoints", help="checkpoint root: evaluate every complete checkpoint")
+    src.add_argument("--checkpoint", action="append", help="one checkpoint URI (repeatable)")
+    p.add_argument("--max-tokens", type=int, default=65_536, help="validation tokens to score")
+    p.add_argument("--cache-dir", type=Path, help="local cache for fetched data and checkpoints")
+    p.add_argument("--metrics-out", help="write the metrics JSON here (a path or a URI)")
+    p.add_argument("--best-out", type=Path, help="write the best checkpoint's URI to this file")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.checkpoints:
+        from components import checkpoints
+
+        uris = [c.uri for c in checkpoints.complete(args.checkpoints)]
+        if not uris:
+            raise NotFoundError(f"{args.checkpoints}: no complete checkpoints under this root")
+    else:
+        uris = args.checkpoint
+    metrics = evaluate(args.data, uris, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+    if args.metrics_out:
+        storage.write_json(args.metrics_out, metrics)
+    if args.best_out:
+        args.best_out.parent.mkdir(parents=True, exist_ok=True)
+        args.best_out.write_text(metrics["best"]["uri"])
+    emit({"best": metrics["best"], "evaluated": len(metrics["checkpoints"])}, None)
+    return 0
+
+
+if __name__ == "__main__":
+    main_wrapper(main)()

@@ -1,0 +1,165 @@
+"""Batch inference over one shard of documents; each output shard is written exactly once.
+
+Input shards are JSONL, one ``{"id": ..., "text": ...}`` document per line (``id`` defaults to
+the line number). For each document the step computes its per-byte perplexity under the model
+(``score``), a greedy continuation of its opening (``generate``), or both. The output shard is
+JSONL in input order, written atomically; if it already exists the shard is skipped, so a
+re-run after a crash neither duplicates nor truncates output.
+
+    python -m components.inference split --input file:///tmp/in.jsonl --shards 4 \\
+        --out-prefix file:///tmp/gangway/shards          # prints the shard URIs as JSON
+    python -m components.inference run --checkpoint file:///tmp/gangway/ckpt/step-00000300 \\
+        --input file:///tmp/gangway/shards/shard-00000.jsonl \\
+        --output file:///tmp/gangway/out/shard-00000.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from components._cli import emit, main_wrapper
+from gangway import storage
+from gangway.errors import PermanentError
+
+__all__ = ["MODES", "infer_shard", "read_documents", "split_inputs"]
+
+MODES = ("score", "generate", "both")
+
+
+def read_documents(uri: str) -> list[dict[str, str]]:
+    """Parse a JSONL shard; every problem names the line and what to fix."""
+    lines = storage.read_bytes(uri).decode("utf-8", errors="replace").splitlines()
+    docs = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise PermanentError(f"{uri}: line {n} is not valid JSON ({e})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+            raise PermanentError(f'{uri}: line {n} needs a "text" string field, e.g. {{"text": "..."}}')
+        docs.append({"id": str(obj.get("id", n)), "text": obj["text"]})
+    if not docs:
+        raise PermanentError(f"{uri}: the input shard has no documents; remove it or fill it")
+    return docs
+
+
+def split_inputs(input_uri: str, shards: int, out_prefix: str) -> list[str]:
+    """Split a JSONL file into ``shards`` contiguous shards (fewer if there are fewer docs)."""
+    if shards < 1:
+        raise PermanentError(f"--shards {shards}: must be at least 1")
+    docs = read_documents(input_uri)
+    n = min(shards, len(docs))
+    uris = []
+    for i in range(n):
+        part = docs[i * len(docs) // n : (i + 1) * len(docs) // n]
+        uri = storage.join(out_prefix, f"shard-{i:05d}.jsonl")
+        storage.write_bytes(uri, "".join(json.dumps(d) + "\n" for d in part).encode())
+        uris.append(uri)
+    return uris
+
+
+def infer_shard(
+    checkpoint_uri: str,
+    input_uri: str,
+    output_uri: str,
+    *,
+    mode: str = "both",
+    max_new_tokens: int = 48,
+    prompt_bytes: int = 96,
+    cache_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Run inference on one shard; skip it when ``output_uri`` already exists."""
+    if mode not in MODES:
+        raise PermanentError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
+    if storage.exists(output_uri):
+        return {"output": output_uri, "skipped": True, "reason": "output already complete"}
+    docs = read_documents(input_uri)
+    import torch
+
+    from components._loading import checkpoint_at, load_model
+
+    t0 = time.perf_counter()
+    ckpt = checkpoint_at(checkpoint_uri)
+    model = load_model(ckpt, cache_dir or Path(tempfile.gettempdir()) / "gangway-cache")
+    block = model.cfg.block_size
+    rows = []
+    with torch.no_grad():
+        for doc in docs:
+            data = doc["text"].encode("utf-8")
+            row: dict[str, Any] = {"id": doc["id"], "bytes": len(data)}
+            if mode in ("score", "both") and len(data) >= 2:
+                ids = torch.tensor(list(data[: 8 * block + 1]), dtype=torch.long)
+                total, count = 0.0, 0
+                for s in range(0, len(ids) - 1, block):
+                    x, y = ids[s : s + block][None], ids[s + 1 : s + 1 + block][None]
+                    x = x[:, : y.shape[1]]
+                    total += float(model.loss(x, y)) * y.numel()
+                    count += y.numel()
+                row["loss"] = round(total / count, 6)
+                row["perplexity"] = round(math.exp(total / count), 4)
+            if mode in ("generate", "both"):
+                prompt = data[:prompt_bytes] or b"\n"
+                out = model.generate(torch.tensor([list(prompt)]), max_new_tokens)
+                row["continuation"] = bytes(out[0, len(prompt) :].tolist()).decode(
+                    "utf-8", errors="replace"
+                )
+            rows.append(row)
+    storage.write_bytes(output_uri, "".join(json.dumps(r) + "\n" for r in rows).encode())
+    scored = [r["loss"] for r in rows if "loss" in r]
+    return {
+        "output": output_uri, "skipped": False, "documents": len(rows),
+        "checkpoint": checkpoint_uri, "checkpoint_step": ckpt.step,
+        "mean_perplexity": round(math.exp(sum(scored) / len(scored)), 4) if scored else None,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m components.inference",
+        description="Batch inference: split inputs into shards, run a checkpoint over one shard.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="process one shard (skipped if its output already exists)")
+    r.add_argument("--checkpoint", required=True, help="checkpoint URI (…/step-NNNNNNNN)")
+    r.add_argument("--input", required=True, help="input shard URI (JSONL)")
+    r.add_argument("--output", required=True, help="output shard URI (JSONL), written once")
+    r.add_argument("--mode", choices=MODES, default="both", help="what to compute per document")
+    r.add_argument("--max-new-tokens", type=int, default=48, help="length of continuations")
+    r.add_argument("--cache-dir", type=Path, help="local cache for fetched checkpoints")
+    r.add_argument("--result-out", type=Path, help="write the result JSON to this file")
+    s = sub.add_parser("split", help="split a JSONL file into shards; prints their URIs as JSON")
+    s.add_argument("--input", required=True, help="JSONL file of documents")
+    s.add_argument("--shards", type=int, required=True, help="number of shards")
+    s.add_argument("--out-prefix", required=True, help="where to write shard-NNNNN.jsonl")
+    s.add_argument("--list-out", type=Path, help="write the JSON list of shard URIs here")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "split":
+        uris = split_inputs(args.input, args.shards, args.out_prefix)
+        text = json.dumps(uris)
+        print(text)
+        if args.list_out:
+            args.list_out.parent.mkdir(parents=True, exist_ok=True)
+            args.list_out.write_text(text)
+        return 0
+    result = infer_shard(args.checkpoint, args.input, args.output, mode=args.mode,
+                         max_new_tokens=args.max_new_tokens, cache_dir=args.cache_dir)
+    emit(result, args.result_out)
+    return 0
+
+
+if __name__ == "__main__":
+    main_wrapper(main)()

@@ -1,0 +1,43 @@
+"""The ``gangway`` command line: verb + noun, parse → validate → run, output apart from logic."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gangway import __version__
+from gangway.cli import data, demo
+from gangway.errors import GangwayError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="gangway",
+    help=(
+        "Gangway: ML pipelines on Argo Workflows, gang-scheduled PyTorch training on Volcano, "
+        "and the same pipeline on this machine.\n\n"
+        "Start with `gangway demo`: it stages a corpus built from Python's own sources, trains "
+        "a small GPT with 2 torchrun ranks, evaluates every checkpoint and runs batch inference."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("demo")(demo.demo)
+app.command("ls")(data.ls)
+
+
+@app.command("version")
+def version() -> None:
+    """Print the Gangway version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    """Console-script entry point: user errors print one line and exit with their code."""
+    try:
+        app()
+    except GangwayError as e:
+        typer.secho(f"error: {e}", fg="red", err=True)
+        sys.exit(e.exit_code)
