@@ -51,4 +51,3 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
             raise PermanentError(f"--set {item!r}: expected KEY=VALUE, e.g. --set steps=200")
         out[key.strip()] = value
     return out
-

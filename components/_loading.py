@@ -22,19 +22,21 @@ def checkpoint_at(uri: str) -> checkpoints.Checkpoint:
         )
     if "step" not in manifest.metadata:
         raise PermanentError(f"{uri}: published directory is not a training checkpoint")
-    return checkpoints.Checkpoint(uri, int(manifest.metadata["step"]), manifest.digest,
-                                  manifest.metadata)
+    return checkpoints.Checkpoint(
+        uri, int(manifest.metadata["step"]), manifest.digest, manifest.metadata
+    )
 
 
 def load_model(ckpt: checkpoints.Checkpoint, cache_dir: Path) -> GPT:
     """Rebuild the model from the checkpoint's own config and load its weights (eval mode)."""
-    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
+    from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 
     path = storage.local_view(ckpt.uri, cache_dir / "ckpt")
     cfg = ModelConfig.model_validate(checkpoints.read_config(path)["model"])
     model = GPT(cfg)
     state = {"model": model.state_dict()}
-    dcp.load(state, storage_reader=dcp.FileSystemReader(str(path)))
+    dcp_load(state, storage_reader=FileSystemReader(str(path)))
     model.load_state_dict(state["model"])
     model.eval()
     return model

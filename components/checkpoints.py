@@ -25,12 +25,14 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+
+from gangway import storage
 
 # Single-process use (evaluation, inference, 1-rank training) is intended, not a mistake.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-
-from gangway import storage
 
 __all__ = ["Checkpoint", "complete", "latest", "load", "prune", "save", "step_uri"]
 
@@ -96,7 +98,7 @@ def save(
         return Checkpoint(uri, step, existing.digest, existing.metadata)
     stage = Path(tempfile.mkdtemp(prefix=f"gangway-ckpt-{step}-r{rank}-"))
     try:
-        dcp.save(state, storage_writer=dcp.FileSystemWriter(str(stage)))
+        dcp_save(state, storage_writer=FileSystemWriter(str(stage)))
         (stage / "rng").mkdir()
         buf = io.BytesIO()
         torch.save(_rng_state(), buf)
@@ -116,8 +118,12 @@ def save(
             digest = storage.commit_manifest(uri, files, meta).digest
         if world > 1:
             dist.barrier()
-        return Checkpoint(uri, step, digest or storage.listing_digest(
-            {k: v["sha256"] for k, v in files.items()}), meta)
+        return Checkpoint(
+            uri,
+            step,
+            digest or storage.listing_digest({k: v["sha256"] for k, v in files.items()}),
+            meta,
+        )
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
@@ -129,7 +135,7 @@ def load(ckpt: Checkpoint, state: dict[str, Any], cache_dir: Path) -> dict[str, 
     """
     rank, _ = _rank_world()
     path = storage.local_view(ckpt.uri, cache_dir / f"rank{rank}")
-    dcp.load(state, storage_reader=dcp.FileSystemReader(str(path)))
+    dcp_load(state, storage_reader=FileSystemReader(str(path)))
     rng = path / "rng" / f"rank{rank}.pt"
     if rng.is_file():
         _set_rng_state(torch.load(rng, weights_only=False))

@@ -47,7 +47,9 @@ class TrainConfig(BaseModel):
         if isinstance(v, Mapping) and "preset" in v:
             name = v["preset"]
             if name not in ModelConfig.PRESETS:
-                raise ValueError(f"unknown preset {name!r}; choose from {sorted(ModelConfig.PRESETS)}")
+                raise ValueError(
+                    f"unknown preset {name!r}; choose from {sorted(ModelConfig.PRESETS)}"
+                )
             v = {**ModelConfig.PRESETS[name], **{k: x for k, x in v.items() if k != "preset"}}
         return v
 

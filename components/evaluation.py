@@ -42,25 +42,31 @@ def evaluate(
         raise NotFoundError("no checkpoints to evaluate; did training run and commit any?")
     cache = cache_dir or Path(tempfile.gettempdir()) / "gangway-cache"
     corpus = open_corpus(data_uri, cache / "data")
-    results = []
+    results: list[dict[str, Any]] = []
     for uri in checkpoint_uris:
         t0 = time.perf_counter()
         ckpt = checkpoint_at(uri)
         model = load_model(ckpt, cache)
         total, count = 0.0, 0
         with torch.no_grad():
-            for xb, yb in val_batches(corpus.val, block=model.cfg.block_size,
-                                      batch_size=batch_size, max_tokens=max_tokens):
+            for xb, yb in val_batches(
+                corpus.val, block=model.cfg.block_size, batch_size=batch_size, max_tokens=max_tokens
+            ):
                 x, y = torch.from_numpy(xb), torch.from_numpy(yb)
                 total += float(model.loss(x, y)) * y.numel()
                 count += y.numel()
         loss = total / count
-        results.append({
-            "uri": uri, "step": ckpt.step, "loss": round(loss, 6),
-            "perplexity": round(math.exp(loss), 4), "tokens": count,
-            "trained_on": ckpt.metadata.get("dataset_digest"),
-            "seconds": round(time.perf_counter() - t0, 3),
-        })
+        results.append(
+            {
+                "uri": uri,
+                "step": ckpt.step,
+                "loss": round(loss, 6),
+                "perplexity": round(math.exp(loss), 4),
+                "tokens": count,
+                "trained_on": ckpt.metadata.get("dataset_digest"),
+                "seconds": round(time.perf_counter() - t0, 3),
+            }
+        )
         print(f"evaluated step {ckpt.step}: loss {loss:.4f} ppl {math.exp(loss):.2f}", flush=True)
     best = min(results, key=lambda r: (r["loss"], -r["step"]))
     return {"dataset_digest": corpus.digest, "checkpoints": results, "best": best}

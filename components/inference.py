@@ -45,7 +45,9 @@ def read_documents(uri: str) -> list[dict[str, str]]:
         except ValueError as e:
             raise PermanentError(f"{uri}: line {n} is not valid JSON ({e})") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-            raise PermanentError(f'{uri}: line {n} needs a "text" string field, e.g. {{"text": "..."}}')
+            raise PermanentError(
+                f'{uri}: line {n} needs a "text" string field, e.g. {{"text": "..."}}'
+            )
         docs.append({"id": str(obj.get("id", n)), "text": obj["text"]})
     if not docs:
         raise PermanentError(f"{uri}: the input shard has no documents; remove it or fill it")
@@ -116,8 +118,11 @@ def infer_shard(
     storage.write_bytes(output_uri, "".join(json.dumps(r) + "\n" for r in rows).encode())
     scored = [r["loss"] for r in rows if "loss" in r]
     return {
-        "output": output_uri, "skipped": False, "documents": len(rows),
-        "checkpoint": checkpoint_uri, "checkpoint_step": ckpt.step,
+        "output": output_uri,
+        "skipped": False,
+        "documents": len(rows),
+        "checkpoint": checkpoint_uri,
+        "checkpoint_step": ckpt.step,
         "mean_perplexity": round(math.exp(sum(scored) / len(scored)), 4) if scored else None,
         "seconds": round(time.perf_counter() - t0, 3),
     }
@@ -155,8 +160,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.list_out.parent.mkdir(parents=True, exist_ok=True)
             args.list_out.write_text(text)
         return 0
-    result = infer_shard(args.checkpoint, args.input, args.output, mode=args.mode,
-                         max_new_tokens=args.max_new_tokens, cache_dir=args.cache_dir)
+    result = infer_shard(
+        args.checkpoint,
+        args.input,
+        args.output,
+        mode=args.mode,
+        max_new_tokens=args.max_new_tokens,
+        cache_dir=args.cache_dir,
+    )
     emit(result, args.result_out)
     return 0
 

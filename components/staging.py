@@ -43,7 +43,15 @@ __all__ = ["CORPUS_FORMAT", "StageResult", "build_demo_dataset", "stage"]
 
 CORPUS_FORMAT = "bytes-v1"  # uint8 tokens, documents separated by a 0 byte
 DOC_SEPARATOR = b"\x00"
-_DEMO_EXCLUDE = ("test", "tests", "idlelib", "site-packages", "lib2to3", "turtledemo", "__pycache__")
+_DEMO_EXCLUDE = (
+    "test",
+    "tests",
+    "idlelib",
+    "site-packages",
+    "lib2to3",
+    "turtledemo",
+    "__pycache__",
+)
 
 
 @dataclass(frozen=True)
@@ -236,7 +244,9 @@ def build_demo_dataset(
         meta = {"name": "python-stdlib", "python": sys.version.split()[0]}
         manifest = storage.publish_dir(Path(tmp), out, metadata=meta)
     result: dict[str, Any] = {
-        "uri": out, "files": len(manifest.files), "bytes": manifest.total_bytes,
+        "uri": out,
+        "files": len(manifest.files),
+        "bytes": manifest.total_bytes,
         "source_digest": manifest.digest,
     }
     if inputs:
@@ -264,8 +274,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--workdir", required=True, type=Path, help="local working directory")
     s.add_argument("--publish", help="publish the corpus here for training (file:// or s3://)")
     s.add_argument("--val-fraction", type=float, default=0.1, help="share of documents held out")
-    s.add_argument("--workers", type=int, default=storage.DEFAULT_WORKERS,
-                   help="parallel transfers")
+    s.add_argument(
+        "--workers", type=int, default=storage.DEFAULT_WORKERS, help="parallel transfers"
+    )
     s.add_argument("--digest-out", type=Path, help="write the dataset digest to this file")
     s.add_argument("--result-out", type=Path, help="write the result JSON to this file")
     d = sub.add_parser("demo", help="publish a demo dataset built from Python's own sources")
@@ -279,12 +290,20 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "demo":
-        emit(build_demo_dataset(args.out, max_bytes=args.max_bytes, inputs=args.inputs,
-                                documents=args.documents), None)
+        emit(
+            build_demo_dataset(
+                args.out, max_bytes=args.max_bytes, inputs=args.inputs, documents=args.documents
+            ),
+            None,
+        )
         return 0
     result = stage(
-        args.source, args.workdir, val_fraction=args.val_fraction, publish=args.publish,
-        workers=args.workers, progress=True,
+        args.source,
+        args.workdir,
+        val_fraction=args.val_fraction,
+        publish=args.publish,
+        workers=args.workers,
+        progress=True,
     )
     if args.digest_out:
         args.digest_out.parent.mkdir(parents=True, exist_ok=True)

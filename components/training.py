@@ -102,13 +102,18 @@ def train(
         found = checkpoints.latest(checkpoints_uri)
         if found is not None:
             msd, osd = get_state_dict(model, opt)
-            state = {"model": msd, "optim": osd}
+            state: dict[str, Any] = {"model": msd, "optim": osd}
             checkpoints.load(found, state, cache / "ckpt")
-            set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+            set_state_dict(
+                model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"]
+            )
             start = resumed_from = found.step
             _log(rank, {"event": "resumed", "step": start, "checkpoint": found.uri})
-        config = {"model": cfg.model.model_dump(), "train": cfg.model_dump(exclude={"model"}),
-                  "dataset_digest": corpus.digest}
+        config = {
+            "model": cfg.model.model_dump(),
+            "train": cfg.model_dump(exclude={"model"}),
+            "dataset_digest": corpus.digest,
+        }
         tokens_per_step = cfg.batch_size * cfg.model.block_size * world
         t_start = t_window = time.perf_counter()
         losses: list[float] = []
@@ -119,7 +124,10 @@ def train(
         def save(step: int) -> None:
             msd, osd = get_state_dict(model, opt)
             ck = checkpoints.save(
-                checkpoints_uri, step, {"model": msd, "optim": osd}, config=config,
+                checkpoints_uri,
+                step,
+                {"model": msd, "optim": osd},
+                config=config,
                 metadata={"loss": last_loss, "dataset_digest": corpus.digest},
             )
             saved.append({"step": step, "uri": ck.uri, "digest": ck.digest, "loss": last_loss})
@@ -139,16 +147,24 @@ def train(
                 raise Preempted(f"SIGTERM at step {step}: checkpoint saved, exiting 143")
             for group in opt.param_groups:
                 group["lr"] = _lr(cfg, step)
-            xb, yb = train_batch(corpus.train, seed=cfg.seed, step=step, rank=rank,
-                                 batch_size=cfg.batch_size, block=cfg.model.block_size)
+            xb, yb = train_batch(
+                corpus.train,
+                seed=cfg.seed,
+                step=step,
+                rank=rank,
+                batch_size=cfg.batch_size,
+                block=cfg.model.block_size,
+            )
             x = torch.from_numpy(xb).to(device, non_blocking=True)
             y = torch.from_numpy(yb).to(device, non_blocking=True)
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16,
-                                enabled=cuda and cfg.bf16):
+            with torch.autocast(
+                device_type=device.type, dtype=torch.bfloat16, enabled=cuda and cfg.bf16
+            ):
                 logits = ddp(x)
                 loss = torch.nn.functional.cross_entropy(
-                    logits.float().view(-1, logits.size(-1)), y.view(-1))
-            loss.backward()
+                    logits.float().view(-1, logits.size(-1)), y.view(-1)
+                )
+            loss.backward()  # type: ignore[no-untyped-call]
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -157,16 +173,27 @@ def train(
             if done % cfg.log_every == 0 or done == cfg.steps:
                 last_loss = _mean_across_ranks(losses, device, distributed)
                 now = time.perf_counter()
-                _log(rank, {"step": done, "loss": round(last_loss, 4), "lr": _lr(cfg, step),
-                            "tokens_per_s": round(tokens_per_step * len(losses) / (now - t_window))})
+                _log(
+                    rank,
+                    {
+                        "step": done,
+                        "loss": round(last_loss, 4),
+                        "lr": _lr(cfg, step),
+                        "tokens_per_s": round(tokens_per_step * len(losses) / (now - t_window)),
+                    },
+                )
                 losses, t_window = [], now
             if done % cfg.checkpoint_every == 0 or done == cfg.steps:
                 save(done)
         elapsed = time.perf_counter() - t_start
         steps_run = cfg.steps - start
         return {
-            "steps": cfg.steps, "resumed_from": resumed_from, "final_loss": last_loss,
-            "checkpoints": saved, "world_size": world, "device": device.type,
+            "steps": cfg.steps,
+            "resumed_from": resumed_from,
+            "final_loss": last_loss,
+            "checkpoints": saved,
+            "world_size": world,
+            "device": device.type,
             "seconds": round(elapsed, 2),
             "tokens_per_s": round(tokens_per_step * steps_run / elapsed) if steps_run else 0,
             "dataset_digest": corpus.digest,
@@ -204,11 +231,20 @@ def _parser() -> argparse.ArgumentParser:
         description="Train the byte-level GPT with DDP (run it under torchrun for several ranks).",
     )
     p.add_argument("--data", required=True, help="published corpus URI (from staging --publish)")
-    p.add_argument("--checkpoints", required=True,
-                   help="checkpoint root URI, keyed by workflow and step (not by pod or attempt)")
+    p.add_argument(
+        "--checkpoints",
+        required=True,
+        help="checkpoint root URI, keyed by workflow and step (not by pod or attempt)",
+    )
     p.add_argument("--config", help="model preset (tiny, small, gpu) or a JSON/YAML config file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting, e.g. --set steps=200 --set model.n_layer=4")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a setting, e.g. --set steps=200 --set model.n_layer=4",
+    )
     p.add_argument("--cache-dir", type=Path, help="local cache for fetched data and checkpoints")
     p.add_argument("--result-out", type=Path, help="write the result JSON here (rank 0)")
     return p

@@ -53,28 +53,100 @@ def demo_steps(s: DemoSettings) -> list[StepResult]:
     uri = f"file://{d}"
     logs = d / "logs"
     torchrun = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-        "--nproc-per-node", str(s.nproc), "--rdzv-backend", "c10d",
-        "--rdzv-endpoint", "127.0.0.1:0", "--max-restarts", "0",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc-per-node",
+        str(s.nproc),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        "127.0.0.1:0",
+        "--max-restarts",
+        "0",
     ]
     steps = [
-        ("dataset", _py("components.staging", "demo", "--out", f"{uri}/datasets/stdlib",
-                        "--max-bytes", str(s.max_bytes), "--inputs", f"{uri}/inputs/docs.jsonl")),
-        ("stage", _py("components.staging", "stage", "--source", f"{uri}/datasets/stdlib",
-                      "--workdir", str(d / "work" / "stage"), "--publish", f"{uri}/corpus",
-                      "--result-out", str(d / "out" / "stage.json"))),
-        ("train", [*torchrun, "-m", "components.training", "--data", f"{uri}/corpus",
-                   "--checkpoints", f"{uri}/checkpoints", "--config", s.model,
-                   "--set", f"steps={s.steps}", "--set", f"checkpoint_every={s.checkpoint_every}",
-                   "--cache-dir", str(d / "cache"),
-                   "--result-out", str(d / "out" / "train.json")]),
-        ("evaluate", _py("components.evaluation", "--data", f"{uri}/corpus",
-                         "--checkpoints", f"{uri}/checkpoints",
-                         "--metrics-out", f"{uri}/eval/metrics.json",
-                         "--best-out", str(d / "out" / "best.txt"))),
-        ("split", _py("components.inference", "split", "--input", f"{uri}/inputs/docs.jsonl",
-                      "--shards", str(s.shards), "--out-prefix", f"{uri}/inputs/shards",
-                      "--list-out", str(d / "out" / "shards.json"))),
+        (
+            "dataset",
+            _py(
+                "components.staging",
+                "demo",
+                "--out",
+                f"{uri}/datasets/stdlib",
+                "--max-bytes",
+                str(s.max_bytes),
+                "--inputs",
+                f"{uri}/inputs/docs.jsonl",
+            ),
+        ),
+        (
+            "stage",
+            _py(
+                "components.staging",
+                "stage",
+                "--source",
+                f"{uri}/datasets/stdlib",
+                "--workdir",
+                str(d / "work" / "stage"),
+                "--publish",
+                f"{uri}/corpus",
+                "--result-out",
+                str(d / "out" / "stage.json"),
+            ),
+        ),
+        (
+            "train",
+            [
+                *torchrun,
+                "-m",
+                "components.training",
+                "--data",
+                f"{uri}/corpus",
+                "--checkpoints",
+                f"{uri}/checkpoints",
+                "--config",
+                s.model,
+                "--set",
+                f"steps={s.steps}",
+                "--set",
+                f"checkpoint_every={s.checkpoint_every}",
+                "--cache-dir",
+                str(d / "cache"),
+                "--result-out",
+                str(d / "out" / "train.json"),
+            ],
+        ),
+        (
+            "evaluate",
+            _py(
+                "components.evaluation",
+                "--data",
+                f"{uri}/corpus",
+                "--checkpoints",
+                f"{uri}/checkpoints",
+                "--metrics-out",
+                f"{uri}/eval/metrics.json",
+                "--best-out",
+                str(d / "out" / "best.txt"),
+            ),
+        ),
+        (
+            "split",
+            _py(
+                "components.inference",
+                "split",
+                "--input",
+                f"{uri}/inputs/docs.jsonl",
+                "--shards",
+                str(s.shards),
+                "--out-prefix",
+                f"{uri}/inputs/shards",
+                "--list-out",
+                str(d / "out" / "shards.json"),
+            ),
+        ),
     ]
     return [StepResult(name, argv, logs / f"{name}.log") for name, argv in steps]
 
@@ -87,9 +159,20 @@ def inference_steps(s: DemoSettings) -> list[StepResult]:
     out = []
     for i, shard in enumerate(shards):
         target = f"file://{d}/predictions/shard-{i:05d}.jsonl"
-        argv = _py("components.inference", "run", "--checkpoint", best, "--input", shard,
-                   "--output", target, "--cache-dir", str(d / "cache"),
-                   "--result-out", str(d / "out" / f"infer-{i}.json"))
+        argv = _py(
+            "components.inference",
+            "run",
+            "--checkpoint",
+            best,
+            "--input",
+            shard,
+            "--output",
+            target,
+            "--cache-dir",
+            str(d / "cache"),
+            "--result-out",
+            str(d / "out" / f"infer-{i}.json"),
+        )
         out.append(StepResult(f"infer[{i}]", argv, d / "logs" / f"infer-{i}.log"))
     return out
 

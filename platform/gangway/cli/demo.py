@@ -23,14 +23,20 @@ def _key_outputs(step: StepResult) -> str:
     if step.name == "train":
         ck = o.get("checkpoints") or []
         loss = o.get("final_loss")
-        return f"{len(ck)} checkpoints, loss {loss:.3f}, {o.get('tokens_per_s')} tok/s" if loss \
+        return (
+            f"{len(ck)} checkpoints, loss {loss:.3f}, {o.get('tokens_per_s')} tok/s"
+            if loss
             else "already trained (resumed at the end)"
+        )
     if step.name == "evaluate":
         best = o.get("best", {})
         return f"best step {best.get('step')} (ppl {best.get('perplexity')})"
     if step.name.startswith("infer"):
-        return "skipped (already written)" if o.get("skipped") else (
-            f"{o.get('documents')} docs, ppl {o.get('mean_perplexity')}")
+        return (
+            "skipped (already written)"
+            if o.get("skipped")
+            else (f"{o.get('documents')} docs, ppl {o.get('mean_perplexity')}")
+        )
     return ""
 
 
@@ -47,8 +53,13 @@ def demo(
 
     Safe to re-run: finished work is skipped or resumed.
     """
-    settings = DemoSettings(state_dir=state_dir, nproc=nproc, steps=steps, shards=shards,
-                            checkpoint_every=checkpoint_every)
+    settings = DemoSettings(
+        state_dir=state_dir,
+        nproc=nproc,
+        steps=steps,
+        shards=shards,
+        checkpoint_every=checkpoint_every,
+    )
     done: list[StepResult] = []
 
     def show(step: StepResult) -> None:
@@ -73,9 +84,12 @@ def demo(
     root = state_dir.resolve()
     if not ok:
         failed = done[-1]
-        console.print(f"[red]step {failed.name} failed (exit {failed.returncode}); "
-                      f"see {failed.log}[/]")
+        console.print(
+            f"[red]step {failed.name} failed (exit {failed.returncode}); see {failed.log}[/]"
+        )
         raise typer.Exit(failed.returncode or 1)
-    console.print(f"checkpoints: file://{root}/checkpoints\nmetrics:     "
-                  f"file://{root}/eval/metrics.json\npredictions: file://{root}/predictions\n"
-                  f"logs:        {root}/logs")
+    console.print(
+        f"checkpoints: file://{root}/checkpoints\nmetrics:     "
+        f"file://{root}/eval/metrics.json\npredictions: file://{root}/predictions\n"
+        f"logs:        {root}/logs"
+    )

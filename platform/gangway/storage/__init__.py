@@ -63,7 +63,7 @@ DEFAULT_WORKERS = 32
 _local = LocalBackend()
 
 
-def _s3(loc: Location) -> Any:
+def _s3_backend(loc: Location) -> Any:
     from gangway.storage._s3 import S3Backend
 
     return S3Backend(loc.bucket)
@@ -74,20 +74,22 @@ def list_objects(uri: str) -> list[ObjectInfo]:
     loc = parse(uri)
     if loc.scheme == "file":
         return _local.list(loc.path)
-    return list(_s3(loc).list(loc.key))
+    return list(_s3_backend(loc).list(loc.key))
 
 
 def exists(uri: str) -> bool:
     """True when ``uri`` names an existing object (not a prefix)."""
     loc = parse(uri)
-    return _local.exists(loc.path) if loc.scheme == "file" else bool(_s3(loc).exists(loc.key))
+    return (
+        _local.exists(loc.path) if loc.scheme == "file" else bool(_s3_backend(loc).exists(loc.key))
+    )
 
 
 def read_bytes(uri: str) -> bytes:
     loc = parse(uri)
     if loc.scheme == "file":
         return _local.read_bytes(loc.path)
-    data: bytes = _s3(loc).read_bytes(loc.key)
+    data: bytes = _s3_backend(loc).read_bytes(loc.key)
     return data
 
 
@@ -97,7 +99,7 @@ def write_bytes(uri: str, data: bytes) -> None:
     if loc.scheme == "file":
         _local.write_bytes(loc.path, data)
     else:
-        _s3(loc).write_bytes(loc.key, data)
+        _s3_backend(loc).write_bytes(loc.key, data)
 
 
 def read_json(uri: str) -> Any:
@@ -118,7 +120,7 @@ def download_file(uri: str, path: Path) -> None:
     if loc.scheme == "file":
         _local.copy_files([(loc.path, path)], workers=1)
     else:
-        _s3(loc).download_files([(loc.key, path)], workers=1)
+        _s3_backend(loc).download_files([(loc.key, path)], workers=1)
 
 
 def upload_file(path: Path, uri: str) -> None:
@@ -127,7 +129,7 @@ def upload_file(path: Path, uri: str) -> None:
     if loc.scheme == "file":
         _local.copy_files([(path, loc.path)], workers=1)
     else:
-        _s3(loc).upload_files([(path, loc.key)], workers=1)
+        _s3_backend(loc).upload_files([(path, loc.key)], workers=1)
 
 
 def delete(uri: str) -> None:
@@ -136,7 +138,7 @@ def delete(uri: str) -> None:
     if loc.scheme == "file":
         _local.delete([loc.path])
         return
-    backend = _s3(loc)
+    backend = _s3_backend(loc)
     keys = [loc.child(o.key).key for o in backend.list(loc.key)]
     if keys:
         backend.delete(keys)
@@ -149,12 +151,14 @@ def read_manifest(uri: str) -> Manifest | None:
     except NotFoundError:
         return None
     try:
-        return Manifest(files=dict(raw["files"]), digest=str(raw["digest"]),
-                        metadata=dict(raw.get("metadata", {})))
+        return Manifest(
+            files=dict(raw["files"]),
+            digest=str(raw["digest"]),
+            metadata=dict(raw.get("metadata", {})),
+        )
     except (KeyError, TypeError, AttributeError) as e:
         raise PermanentError(
-            f"{join(uri, MANIFEST_NAME)}: malformed manifest (missing {e}); "
-            "republish the directory"
+            f"{join(uri, MANIFEST_NAME)}: malformed manifest (missing {e}); republish the directory"
         ) from None
 
 
@@ -165,7 +169,9 @@ def build_manifest(
     infos = [o for o in _local.list(local_dir) if o.key != MANIFEST_NAME]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         digests = list(pool.map(lambda o: sha256_file(local_dir / o.key), infos))
-    files = {o.key: {"sha256": d, "size": o.size} for o, d in zip(infos, digests, strict=True)}
+    files: dict[str, dict[str, Any]] = {
+        o.key: {"sha256": d, "size": o.size} for o, d in zip(infos, digests, strict=True)
+    }
     return Manifest(
         files=files,
         digest=listing_digest({k: v["sha256"] for k, v in files.items()}),
@@ -245,7 +251,7 @@ def _publish_s3(
     workers: int,
     on_done: Callable[[int], None] | None,
 ) -> None:
-    backend = _s3(loc)
+    backend = _s3_backend(loc)
     stale = [o.key for o in backend.list(loc.key + "/") if o.key not in manifest.files]
     if stale:  # leftovers of an earlier, interrupted publish
         backend.delete([loc.child(k).key for k in stale])
@@ -269,7 +275,7 @@ def upload_parts(
         _local.copy_files([(local_dir / k, loc.path / k) for k in part.files], workers)
     else:
         pairs = [(local_dir / k, loc.child(k).key) for k in part.files]
-        _s3(loc).upload_files(pairs, workers=workers)
+        _s3_backend(loc).upload_files(pairs, workers=workers)
     return part.files
 
 
@@ -354,7 +360,9 @@ def fetch_dir(
     if loc.scheme == "file":
         _local.copy_files([(loc.path / r, dest / r) for r in todo], workers, on_done)
     else:
-        _s3(loc).download_files([(loc.child(r).key, dest / r) for r in todo], workers, on_done)
+        _s3_backend(loc).download_files(
+            [(loc.child(r).key, dest / r) for r in todo], workers, on_done
+        )
     _verify(uri, dest, manifest, todo, remove_bad=True)
     nbytes = sum(int(manifest.files[r]["size"]) for r in todo)
     return FetchResult(manifest=manifest, copied=len(todo), skipped=skipped, bytes_copied=nbytes)
@@ -367,9 +375,7 @@ def _check_rel_paths(uri: str, manifest: Manifest) -> None:
             raise PermanentError(f"{uri}: manifest lists an unsafe path {rel!r}; fix the manifest")
 
 
-def _verify(
-    uri: str, root: Path, manifest: Manifest, rels: list[str], *, remove_bad: bool
-) -> None:
+def _verify(uri: str, root: Path, manifest: Manifest, rels: list[str], *, remove_bad: bool) -> None:
     """Check ``rels`` under ``root`` against the manifest; remove and report any bad file."""
 
     def good(rel: str) -> bool:

@@ -8,6 +8,7 @@ The endpoint and credentials come from the standard AWS environment (``AWS_ENDPO
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -29,14 +30,15 @@ _TRANSIENT_CODES = {
 }
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
 
-_clients: dict[int, Any] = {}
+_clients: dict[tuple[int, str], Any] = {}
 _lock = threading.Lock()
 
 
 def _client(pool: int) -> Any:
-    """A process-wide S3 client sized for ``pool`` concurrent connections."""
+    """A process-wide S3 client sized for ``pool`` connections (per endpoint in the env)."""
+    cache_key = (pool, os.environ.get("AWS_ENDPOINT_URL", ""))
     with _lock:
-        if pool not in _clients:
+        if cache_key not in _clients:
             import boto3
             from botocore.config import Config
 
@@ -46,8 +48,8 @@ def _client(pool: int) -> Any:
                 connect_timeout=10,
                 read_timeout=60,
             )
-            _clients[pool] = boto3.session.Session().client("s3", config=cfg)
-        return _clients[pool]
+            _clients[cache_key] = boto3.session.Session().client("s3", config=cfg)
+        return _clients[cache_key]
 
 
 @contextlib.contextmanager
@@ -74,8 +76,12 @@ def s3_errors(what: str) -> Iterator[None]:
         raise PermanentError(
             f"{what}: no AWS credentials; set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile"
         ) from None
-    except (bce.EndpointConnectionError, bce.ConnectionClosedError, bce.ConnectTimeoutError,
-            bce.ReadTimeoutError) as e:
+    except (
+        bce.EndpointConnectionError,
+        bce.ConnectionClosedError,
+        bce.ConnectTimeoutError,
+        bce.ReadTimeoutError,
+    ) as e:
         raise TransientError(
             f"{what}: cannot reach the S3 endpoint ({e}); check AWS_ENDPOINT_URL or retry"
         ) from e
@@ -106,7 +112,7 @@ class S3Backend:
             )
             for page in pages:
                 for obj in page.get("Contents", []):
-                    out.append(ObjectInfo(key=obj["Key"][len(dir_prefix):], size=int(obj["Size"])))
+                    out.append(ObjectInfo(key=obj["Key"][len(dir_prefix) :], size=int(obj["Size"])))
         return sorted(out, key=lambda o: o.key)
 
     def exists(self, key: str) -> bool:
@@ -186,4 +192,3 @@ class S3Backend:
             batch = [{"Key": k} for k in keys[i : i + 1000]]
             with s3_errors(self._uri(keys[i])):
                 client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
-

@@ -44,7 +44,9 @@ def parse(uri: str) -> Location:
     """Parse ``uri``; a bare path counts as ``file://`` and is made absolute."""
     if "://" not in uri:
         if not uri:
-            raise PermanentError("empty URI: give file:///abs/path, a local path, or s3://bucket/key")
+            raise PermanentError(
+                "empty URI: give file:///abs/path, a local path, or s3://bucket/key"
+            )
         return Location("file", "", str(Path(uri).expanduser().resolve()))
     parsed = urlparse(uri)
     if parsed.scheme == "file":

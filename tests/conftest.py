@@ -1,0 +1,141 @@
+"""Shared fixtures: a real S3 API server on loopback (moto's server mode), a demo dataset, and
+URI roots for both storage backends so each test runs against ``file://`` and ``s3://``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from components.staging import build_demo_dataset, stage
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """Start ``moto.server`` in its own process on 127.0.0.1 and point the AWS env at it."""
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    saved = {k: os.environ.get(k) for k in _AWS_ENV}
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.1)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+_AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+
+
+def make_bucket(endpoint: str) -> str:
+    import boto3
+
+    name = f"gw-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(params=["file", "s3"])
+def root_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty URI root on each backend."""
+    if request.param == "file":
+        return f"file://{tmp_path}/store"
+    endpoint = request.getfixturevalue("s3_endpoint")
+    return f"s3://{make_bucket(endpoint)}/store"
+
+
+@pytest.fixture(scope="session")
+def demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A small published demo dataset (real stdlib sources) plus inference inputs beside it."""
+    root = tmp_path_factory.mktemp("dataset")
+    uri = f"file://{root}/stdlib"
+    build_demo_dataset(uri, max_bytes=1_500_000, inputs=f"file://{root}/docs.jsonl", documents=12)
+    return uri
+
+
+@pytest.fixture(scope="session")
+def corpus_uri(demo_dataset: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The demo dataset staged and published as a corpus."""
+    work = tmp_path_factory.mktemp("stage")
+    out = f"file://{work}/corpus"
+    stage(demo_dataset, work / "w", publish=out)
+    return out
+
+
+def run_module(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m ARGS`` as a step would, capturing output."""
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def trained(corpus_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A checkpoint root with three complete checkpoints of a very small model."""
+    from components.config import load_config
+    from components.training import train
+
+    root = tmp_path_factory.mktemp("trained")
+    cfg = load_config(
+        "tiny",
+        {
+            "steps": "30",
+            "checkpoint_every": "10",
+            "model.block_size": "64",
+            "model.n_embd": "64",
+            "batch_size": "8",
+            "lr": "0.01",
+        },
+    )
+    uri = f"file://{root}/ck"
+    train(cfg, corpus_uri, uri, cache_dir=root / "cache")
+    return uri

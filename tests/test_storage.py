@@ -1,0 +1,165 @@
+"""Storage by URI against a local directory and a real S3 API server (moto, loopback)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gangway import storage
+from gangway.errors import NotFoundError, PermanentError, TransientError
+
+
+def _tree(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return root
+
+
+FILES = {"a.txt": b"alpha\n", "sub/b.bin": bytes(range(256)) * 64, "sub/deep/c.txt": b"c"}
+
+
+def test_bytes_roundtrip_and_listing(root_uri: str) -> None:
+    storage.write_bytes(storage.join(root_uri, "x/one.txt"), b"1")
+    storage.write_bytes(storage.join(root_uri, "x/two/three.txt"), b"333")
+    assert storage.read_bytes(storage.join(root_uri, "x/one.txt")) == b"1"
+    assert storage.exists(storage.join(root_uri, "x/one.txt"))
+    assert not storage.exists(storage.join(root_uri, "x/nope.txt"))
+    listed = storage.list_objects(storage.join(root_uri, "x"))
+    assert [(o.key, o.size) for o in listed] == [("one.txt", 1), ("two/three.txt", 3)]
+
+
+def test_missing_object_is_not_found(root_uri: str) -> None:
+    with pytest.raises(NotFoundError, match="nope"):
+        storage.read_bytes(storage.join(root_uri, "nope"))
+    assert storage.list_objects(storage.join(root_uri, "empty")) == []
+
+
+def test_publish_then_fetch_verifies_every_file(root_uri: str, tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src", FILES)
+    uri = storage.join(root_uri, "ds")
+    manifest = storage.publish_dir(src, uri, metadata={"name": "t"})
+    assert set(manifest.files) == set(FILES)
+    assert manifest.files["sub/b.bin"]["sha256"] == storage.sha256_bytes(FILES["sub/b.bin"])
+    got = storage.fetch_dir(uri, tmp_path / "dst")
+    assert (got.copied, got.skipped) == (3, 0)
+    assert got.manifest.digest == manifest.digest
+    assert got.manifest.metadata == {"name": "t"}
+    for rel, data in FILES.items():
+        assert (tmp_path / "dst" / rel).read_bytes() == data
+
+
+def test_digest_names_content_not_location(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src", FILES)
+    a = storage.publish_dir(src, f"file://{tmp_path}/a")
+    b = storage.publish_dir(src, f"file://{tmp_path}/b", metadata={"other": 1})
+    assert a.digest == b.digest
+    (src / "a.txt").write_bytes(b"changed")
+    assert storage.build_manifest(src).digest != a.digest
+
+
+def test_fetch_resumes_and_repairs_local_copies(root_uri: str, tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src", FILES)
+    uri = storage.join(root_uri, "ds")
+    storage.publish_dir(src, uri)
+    dst = tmp_path / "dst"
+    storage.fetch_dir(uri, dst)
+    (dst / "sub/deep/c.txt").unlink()  # interrupted before this file
+    (dst / "a.txt").write_bytes(b"alpha, half-writ")  # damaged local copy
+    again = storage.fetch_dir(uri, dst)
+    assert (again.copied, again.skipped) == (2, 1)
+    assert (dst / "a.txt").read_bytes() == FILES["a.txt"]
+
+
+def test_publish_is_write_once(root_uri: str, tmp_path: Path) -> None:
+    uri = storage.join(root_uri, "ds")
+    first = storage.publish_dir(_tree(tmp_path / "one", {"f": b"1"}), uri)
+    second = storage.publish_dir(_tree(tmp_path / "two", {"f": b"2", "g": b"3"}), uri)
+    assert second.digest == first.digest
+    assert [o.key for o in storage.list_objects(uri)] == ["_manifest.json", "f"]
+    assert storage.read_bytes(storage.join(uri, "f")) == b"1"
+
+
+def test_partial_directory_is_invisible_and_replaced(root_uri: str, tmp_path: Path) -> None:
+    uri = storage.join(root_uri, "ds")
+    storage.write_bytes(storage.join(uri, "stale.txt"), b"left by a killed writer")
+    assert storage.read_manifest(uri) is None
+    with pytest.raises(PermanentError, match="incomplete"):
+        storage.fetch_dir(uri, tmp_path / "dst")
+    storage.publish_dir(_tree(tmp_path / "src", {"f": b"1"}), uri)
+    assert [o.key for o in storage.list_objects(uri)] == ["_manifest.json", "f"]
+
+
+def test_corrupt_stored_object_is_refused_and_not_left(root_uri: str, tmp_path: Path) -> None:
+    uri = storage.join(root_uri, "ds")
+    storage.publish_dir(_tree(tmp_path / "src", FILES), uri)
+    storage.write_bytes(storage.join(uri, "sub/b.bin"), b"bit rot")
+    dst = tmp_path / "dst"
+    with pytest.raises(PermanentError, match=r"sub/b.bin.*corrupt"):
+        storage.fetch_dir(uri, dst)
+    assert not (dst / "sub/b.bin").exists()
+    assert (dst / "a.txt").read_bytes() == FILES["a.txt"]
+
+
+def test_multi_writer_commit(root_uri: str, tmp_path: Path) -> None:
+    uri = storage.join(root_uri, "ckpt")
+    parts = [
+        storage.upload_parts(_tree(tmp_path / f"r{r}", {f"__{r}_0.distcp": bytes([r]) * 10}), uri)
+        for r in range(2)
+    ]
+    assert storage.read_manifest(uri) is None  # not committed yet
+    merged = {k: v for p in parts for k, v in p.items()}
+    storage.commit_manifest(uri, merged, {"step": 5})
+    fetched = storage.fetch_dir(uri, tmp_path / "dst")
+    assert sorted(fetched.manifest.files) == ["__0_0.distcp", "__1_0.distcp"]
+    assert fetched.manifest.metadata == {"step": 5}
+
+
+def test_many_files_transfer_in_parallel(root_uri: str, tmp_path: Path) -> None:
+    files = {f"d{i % 7}/f{i:04d}.txt": f"file {i}\n".encode() * (i + 1) for i in range(300)}
+    uri = storage.join(root_uri, "many")
+    seen: list[int] = []
+    storage.publish_dir(_tree(tmp_path / "src", files), uri, workers=16, on_done=seen.append)
+    assert len(seen) == 300
+    got = storage.fetch_dir(uri, tmp_path / "dst", workers=16)
+    assert got.copied == 300 and got.bytes_copied == sum(len(v) for v in files.values())
+
+
+def test_local_publish_never_shows_a_partial_directory(tmp_path: Path) -> None:
+    src = _tree(tmp_path / "src", FILES)
+    dst = tmp_path / "out" / "ds"
+    storage.publish_dir(src, str(dst), move=True)
+    assert not src.exists()  # renamed into place, not copied
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["ds"]  # no temporaries left
+    assert json.loads((dst / storage.MANIFEST_NAME).read_text())["version"] == 1
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        pytest.param("ftp://host/x", "unsupported scheme 'ftp'", id="unknown-scheme"),
+        pytest.param("file://relative/path", "three slashes", id="file-uri-not-absolute"),
+        pytest.param("s3:///key", "needs a bucket", id="s3-without-bucket"),
+        pytest.param("", "empty URI", id="empty"),
+    ],
+)
+def test_bad_uris_say_what_to_write(uri: str, message: str) -> None:
+    with pytest.raises(PermanentError, match=message):
+        storage.read_bytes(uri)
+
+
+def test_unreachable_s3_endpoint_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with pytest.raises(TransientError, match="cannot reach the S3 endpoint"):
+        storage.read_bytes("s3://bucket/key")
