@@ -120,7 +120,7 @@ def download_file(uri: str, path: Path) -> None:
     if loc.scheme == "file":
         _local.copy_files([(loc.path, path)], workers=1)
     else:
-        _s3_backend(loc).download_files([(loc.key, path)], workers=1)
+        _s3_backend(loc).download_files([(loc.key, path, None)], workers=1)
 
 
 def upload_file(path: Path, uri: str) -> None:
@@ -360,9 +360,10 @@ def fetch_dir(
     if loc.scheme == "file":
         _local.copy_files([(loc.path / r, dest / r) for r in todo], workers, on_done)
     else:
-        _s3_backend(loc).download_files(
-            [(loc.child(r).key, dest / r) for r in todo], workers, on_done
-        )
+        backend = _s3_backend(loc)
+        listing = {o.key: o for o in backend.list(loc.key.rstrip("/") + "/")} if todo else {}
+        items = [(loc.child(r).key, dest / r, listing.get(r)) for r in todo]
+        backend.download_files(items, workers, on_done)
     _verify(uri, dest, manifest, todo, remove_bad=True)
     nbytes = sum(int(manifest.files[r]["size"]) for r in todo)
     return FetchResult(manifest=manifest, copied=len(todo), skipped=skipped, bytes_copied=nbytes)

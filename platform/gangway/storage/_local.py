@@ -12,7 +12,7 @@ from pathlib import Path
 from gangway.errors import NotFoundError, PermanentError
 from gangway.storage._types import ObjectInfo
 
-__all__ = ["LocalBackend", "is_temp_name", "temp_sibling"]
+__all__ = ["LocalBackend", "is_temp_name", "temp_sibling", "write_atomic"]
 
 _TMP_MARK = ".tmp-"
 
@@ -25,6 +25,21 @@ def is_temp_name(name: str) -> bool:
 def temp_sibling(path: Path) -> Path:
     """A hidden, unique name in the same directory (same filesystem, so rename is atomic)."""
     return path.with_name(f".{path.name}{_TMP_MARK}{uuid.uuid4().hex[:12]}")
+
+
+def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
+    """Write ``data`` to a hidden temporary beside ``path``, then rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(path)
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _atomic_copy(src: Path, dst: Path) -> None:
@@ -67,16 +82,7 @@ class LocalBackend:
             raise PermanentError(f"file://{path} is a directory, expected a file") from None
 
     def write_bytes(self, path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_sibling(path)
-        try:
-            with tmp.open("wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_atomic(path, data, fsync=True)
 
     def copy_files(
         self,

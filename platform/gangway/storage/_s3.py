@@ -11,10 +11,12 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gangway.errors import NotFoundError, PermanentError, TransientError
+from gangway.storage._local import write_atomic as _write_atomic
 from gangway.storage._types import ObjectInfo
 
 __all__ = ["S3Backend", "s3_errors"]
@@ -30,6 +32,8 @@ _TRANSIENT_CODES = {
 }
 _NOT_FOUND_CODES = {"404", "NoSuchKey", "NoSuchBucket", "NotFound"}
 
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+_T = TypeVar("_T")
 _clients: dict[tuple[int, str], Any] = {}
 _lock = threading.Lock()
 
@@ -47,6 +51,10 @@ def _client(pool: int) -> Any:
                 max_pool_connections=max(10, pool),
                 connect_timeout=10,
                 read_timeout=60,
+                # Integrity is end to end: every published file's sha256 is in its manifest
+                # and is checked after download, so botocore's per-request CRCs are redundant.
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
             )
             _clients[cache_key] = boto3.session.Session().client("s3", config=cfg)
         return _clients[cache_key]
@@ -112,7 +120,13 @@ class S3Backend:
             )
             for page in pages:
                 for obj in page.get("Contents", []):
-                    out.append(ObjectInfo(key=obj["Key"][len(dir_prefix) :], size=int(obj["Size"])))
+                    out.append(
+                        ObjectInfo(
+                            key=obj["Key"][len(dir_prefix) :],
+                            size=int(obj["Size"]),
+                            etag=obj.get("ETag"),
+                        )
+                    )
         return sorted(out, key=lambda o: o.key)
 
     def exists(self, key: str) -> bool:
@@ -140,21 +154,61 @@ class S3Backend:
         cfg = TransferConfig(
             max_request_concurrency=workers,
             max_submission_concurrency=max(5, workers // 2),
-            multipart_threshold=16 * 1024 * 1024,
-            multipart_chunksize=16 * 1024 * 1024,
+            multipart_threshold=MULTIPART_THRESHOLD,
+            multipart_chunksize=MULTIPART_THRESHOLD,
         )
         return TransferManager(_client(workers), cfg)
 
     def download_files(
         self,
-        pairs: Sequence[tuple[str, Path]],
+        items: Sequence[tuple[str, Path, ObjectInfo | None]],
         workers: int,
         on_done: Callable[[int], None] | None = None,
     ) -> None:
-        """Download (key, path) pairs concurrently; s3transfer writes each via a temp + rename."""
-        for _, dst in pairs:
+        """Download (key, path, listing) items concurrently; each lands via temp file + rename.
+
+        Objects the listing shows to be small go through one GetObject each on a thread pool
+        (s3transfer's per-object task machinery costs more CPU than the request itself for
+        them); large or unlisted objects go through s3transfer's TransferManager, which splits
+        them into ranged GETs. A listed size and ETag save the HeadObject s3transfer would send.
+        """
+        for _, dst, _ in items:
             dst.parent.mkdir(parents=True, exist_ok=True)
-        self._run(pairs, workers, on_done, upload=False)
+        small = [(k, p) for k, p, i in items if i is not None and i.size < MULTIPART_THRESHOLD]
+        large = [(k, p, i) for k, p, i in items if i is None or i.size >= MULTIPART_THRESHOLD]
+        client = _client(workers)
+
+        def get(item: tuple[str, Path]) -> Path:
+            key, path = item
+            with s3_errors(self._uri(key)):
+                data = client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            _write_atomic(path, data)
+            return path
+
+        self._pool(get, small, workers, on_done)
+        if not large:
+            return
+        from s3transfer.subscribers import BaseSubscriber
+
+        class _ProvideListing(BaseSubscriber):
+            def __init__(self, info: ObjectInfo) -> None:
+                self.info = info
+
+            def on_queued(self, future: Any, **kwargs: Any) -> None:
+                future.meta.provide_transfer_size(self.info.size)
+                future.meta.provide_object_etag(self.info.etag)
+
+        with s3_errors(self._uri(large[0][0])), self._transfer(workers) as manager:
+            futures = [
+                manager.download(
+                    self.bucket,
+                    key,
+                    str(path),
+                    subscribers=[_ProvideListing(info)] if info and info.etag else None,
+                )
+                for key, path, info in large
+            ]
+            self._wait(futures, [p for _, p, _ in large], on_done)
 
     def upload_files(
         self,
@@ -162,29 +216,46 @@ class S3Backend:
         workers: int,
         on_done: Callable[[int], None] | None = None,
     ) -> None:
-        self._run([(k, p) for p, k in pairs], workers, on_done, upload=True)
+        """Upload (path, key) pairs: small files with one PutObject each, large ones multipart."""
+        small = [(p, k) for p, k in pairs if p.stat().st_size < MULTIPART_THRESHOLD]
+        large = [(p, k) for p, k in pairs if p.stat().st_size >= MULTIPART_THRESHOLD]
+        client = _client(workers)
 
-    def _run(
-        self,
-        pairs: Sequence[tuple[str, Path]],
+        def put(item: tuple[Path, str]) -> Path:
+            path, key = item
+            with s3_errors(self._uri(key)):
+                client.put_object(Bucket=self.bucket, Key=key, Body=path.read_bytes())
+            return path
+
+        self._pool(put, small, workers, on_done)
+        if not large:
+            return
+        with s3_errors(self._uri(large[0][1])), self._transfer(workers) as manager:
+            futures = [manager.upload(str(path), self.bucket, key) for path, key in large]
+            self._wait(futures, [p for p, _ in large], on_done)
+
+    @staticmethod
+    def _pool(
+        fn: Callable[[_T], Path],
+        items: Sequence[_T],
         workers: int,
         on_done: Callable[[int], None] | None,
-        *,
-        upload: bool,
     ) -> None:
-        if not pairs:
+        if not items:
             return
-        with s3_errors(self._uri(pairs[0][0])), self._transfer(workers) as manager:
-            futures = [
-                manager.upload(str(path), self.bucket, key)
-                if upload
-                else manager.download(self.bucket, key, str(path))
-                for key, path in pairs
-            ]
-            for fut, (_, path) in zip(futures, pairs, strict=True):
-                fut.result()
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for path in pool.map(fn, items):
                 if on_done is not None:
                     on_done(path.stat().st_size)
+
+    @staticmethod
+    def _wait(
+        futures: Sequence[Any], paths: Sequence[Path], on_done: Callable[[int], None] | None
+    ) -> None:
+        for fut, path in zip(futures, paths, strict=True):
+            fut.result()
+            if on_done is not None:
+                on_done(path.stat().st_size)
 
     def delete(self, keys: Sequence[str]) -> None:
         client = _client(10)

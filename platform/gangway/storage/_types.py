@@ -14,6 +14,7 @@ class ObjectInfo:
 
     key: str
     size: int
+    etag: str | None = None
 
 
 @dataclass(frozen=True)

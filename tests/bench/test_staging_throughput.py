@@ -1,0 +1,77 @@
+"""Benchmark: staging from a loopback S3 server vs ``aws s3 cp --recursive`` on the same data.
+
+Both sides run as the user would run them (a fresh process each, so start-up counts), against
+the same moto server, alternating, fresh destination each time; medians are compared. Staging
+does more work than the copy (it verifies every sha256 and builds the corpus), so the
+``fetch-only`` line isolates the transfer. Run with ``make bench`` or ``pytest -m benchmark``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.staging import build_demo_dataset
+from gangway import storage
+from tests.conftest import REPO, make_bucket
+
+pytestmark = pytest.mark.benchmark
+ROUNDS = 5
+
+
+def _timed(argv: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True, cwd=REPO, capture_output=True)
+    return time.perf_counter() - t0
+
+
+def test_staging_vs_awscli(s3_endpoint: str, tmp_path: Path) -> None:
+    awscli = shutil.which("aws", path=str(Path(sys.executable).parent)) or shutil.which("aws")
+    if awscli is None:
+        pytest.skip("awscli is not installed (pip install awscli)")
+    local = tmp_path / "src"
+    build_demo_dataset(f"file://{local}", max_bytes=40_000_000)
+    manifest = storage.read_manifest(f"file://{local}")
+    assert manifest is not None
+    uri = f"s3://{make_bucket(s3_endpoint)}/datasets/stdlib"
+    storage.publish_dir(local, uri)
+    fetch_code = (
+        "import sys; from pathlib import Path; from gangway import storage; "
+        "storage.fetch_dir(sys.argv[1], Path(sys.argv[2]))"
+    )
+    times: dict[str, list[float]] = {"aws s3 cp": [], "gangway stage": [], "fetch only": []}
+    for i in range(ROUNDS):
+        times["aws s3 cp"].append(
+            _timed([awscli, "s3", "cp", "--recursive", "--quiet", uri, str(tmp_path / f"aws{i}")])
+        )
+        stage_argv = [sys.executable, "-m", "components.staging", "stage", "--source", uri]
+        times["gangway stage"].append(_timed([*stage_argv, "--workdir", str(tmp_path / f"s{i}")]))
+        times["fetch only"].append(
+            _timed([sys.executable, "-c", fetch_code, uri, str(tmp_path / f"f{i}")])
+        )
+    med = {k: statistics.median(v) for k, v in times.items()}
+    mb = manifest.total_bytes / 1e6
+    report: dict[str, Any] = {
+        "files": len(manifest.files),
+        "megabytes": round(mb, 1),
+        "median_seconds": {k: round(v, 3) for k, v in med.items()},
+        "mb_per_s": {k: round(mb / v, 1) for k, v in med.items()},
+        "ratio_stage_vs_awscli": round(med["aws s3 cp"] / med["gangway stage"], 2),
+        "ratio_fetch_vs_awscli": round(med["aws s3 cp"] / med["fetch only"], 2),
+        "rounds": ROUNDS,
+        "cpus": os.cpu_count(),
+    }
+    print("\nstaging benchmark:", json.dumps(report, indent=2))
+    out = REPO / "bench-results"
+    out.mkdir(exist_ok=True)
+    (out / "staging.json").write_text(json.dumps(report, indent=2) + "\n")
+    assert report["ratio_stage_vs_awscli"] > 0
