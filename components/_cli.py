@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gangway.errors import GangwayError, PermanentError
+from gangway.errors import EXIT_PERMANENT, GangwayError, PermanentError
 
 __all__ = ["emit", "main_wrapper", "parse_overrides"]
 
@@ -17,6 +18,7 @@ def main_wrapper(main: Callable[[Sequence[str] | None], int | None]) -> Callable
     """Wrap ``main(argv)`` so Gangway errors print one clear line and exit with their code."""
 
     def run() -> NoReturn:
+        code = EXIT_PERMANENT  # an unexpected exception is a bug: permanent
         try:
             code = main(None) or 0
         except GangwayError as e:
@@ -25,6 +27,8 @@ def main_wrapper(main: Callable[[Sequence[str] | None], int | None]) -> Callable
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             code = 130
+        finally:
+            _report_exit(code)
         sys.exit(code)
 
     return run
@@ -51,3 +55,14 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
             raise PermanentError(f"--set {item!r}: expected KEY=VALUE, e.g. --set steps=200")
         out[key.strip()] = value
     return out
+
+
+EXIT_DIR_ENV = "GANGWAY_EXIT_DIR"
+
+
+def _report_exit(code: int) -> None:
+    """Under ``components.launch``, tell the launcher how this rank ended (its exit code)."""
+    exit_dir = os.environ.get(EXIT_DIR_ENV)
+    if exit_dir:
+        rank = os.environ.get("RANK", "0")
+        Path(exit_dir, f"rank-{rank}").write_text(str(code))

@@ -55,7 +55,10 @@ def read_documents(uri: str) -> list[dict[str, str]]:
 
 
 def split_inputs(input_uri: str, shards: int, out_prefix: str) -> list[str]:
-    """Split a JSONL file into ``shards`` contiguous shards (fewer if there are fewer docs)."""
+    """Split a JSONL file into ``shards`` contiguous shards (fewer if there are fewer docs).
+
+    Rewriting a shard with the same documents is harmless, so a re-run is idempotent.
+    """
     if shards < 1:
         raise PermanentError(f"--shards {shards}: must be at least 1")
     docs = read_documents(input_uri)
@@ -143,7 +146,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--cache-dir", type=Path, help="local cache for fetched checkpoints")
     r.add_argument("--result-out", type=Path, help="write the result JSON to this file")
     s = sub.add_parser("split", help="split a JSONL file into shards; prints their URIs as JSON")
-    s.add_argument("--input", required=True, help="JSONL file of documents")
+    s.add_argument(
+        "--input",
+        required=True,
+        help="JSONL file of documents, or 'demo' for the demo inputs under --demo-root",
+    )
+    s.add_argument("--demo-root", help="where the demo data lives (with --input demo)")
+    s.add_argument(
+        "--outputs-prefix",
+        help="pair each shard with its output URI under this prefix: the list becomes "
+        "[{'input': ..., 'output': ...}] for a withParam fan-out",
+    )
     s.add_argument("--shards", type=int, required=True, help="number of shards")
     s.add_argument("--out-prefix", required=True, help="where to write shard-NNNNN.jsonl")
     s.add_argument("--list-out", type=Path, help="write the JSON list of shard URIs here")
@@ -153,8 +166,21 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "split":
-        uris = split_inputs(args.input, args.shards, args.out_prefix)
-        text = json.dumps(uris)
+        source = args.input
+        if source == "demo":
+            if not args.demo_root:
+                raise PermanentError("--input demo needs --demo-root URI")
+            from components.staging import ensure_demo
+
+            source = ensure_demo(args.demo_root)["inputs"]
+        uris = split_inputs(source, args.shards, args.out_prefix)
+        items: list[Any] = list(uris)
+        if args.outputs_prefix:
+            items = [
+                {"input": u, "output": storage.join(args.outputs_prefix, u.rsplit("/", 1)[-1])}
+                for u in uris
+            ]
+        text = json.dumps(items)
         print(text)
         if args.list_out:
             args.list_out.parent.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ from components._cli import emit, main_wrapper
 from gangway import storage
 from gangway.errors import PermanentError
 
-__all__ = ["CORPUS_FORMAT", "StageResult", "build_demo_dataset", "stage"]
+__all__ = ["CORPUS_FORMAT", "StageResult", "build_demo_dataset", "ensure_demo", "stage"]
 
 CORPUS_FORMAT = "bytes-v1"  # uint8 tokens, documents separated by a 0 byte
 DOC_SEPARATOR = b"\x00"
@@ -144,10 +144,14 @@ def stage(
     *,
     val_fraction: float = 0.1,
     publish: str | None = None,
+    publish_root: str | None = None,
     workers: int = storage.DEFAULT_WORKERS,
     progress: bool = False,
 ) -> StageResult:
-    """Stage ``source`` into ``workdir`` (idempotent; resumes after interruption)."""
+    """Stage ``source`` into ``workdir`` (idempotent; resumes after interruption).
+
+    The corpus is published at ``publish``, or at ``publish_root/<digest>`` (content-addressed).
+    """
     if not 0.0 < val_fraction < 1.0:
         raise PermanentError(f"val_fraction={val_fraction}: must be between 0 and 1 (e.g. 0.1)")
     t0 = time.perf_counter()
@@ -164,6 +168,8 @@ def stage(
             workdir / "raw", list(fetched.manifest.files), corpus, digest, val_fraction, source
         )
     published = None
+    if publish_root:
+        publish = storage.join(publish_root, digest.removeprefix("sha256:")[:32])
     if publish:
         storage.publish_dir(corpus, publish, metadata={"digest": digest, "kind": "corpus"})
         published = publish
@@ -263,6 +269,14 @@ def build_demo_dataset(
     return result
 
 
+def ensure_demo(root: str) -> dict[str, str]:
+    """The demo dataset and inference inputs under ``root``, built there once (idempotent)."""
+    dataset, inputs = storage.join(root, "dataset"), storage.join(root, "inputs.jsonl")
+    if storage.read_manifest(dataset) is None or not storage.exists(inputs):
+        build_demo_dataset(dataset, inputs=inputs)
+    return {"dataset": dataset, "inputs": inputs}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m components.staging",
@@ -270,9 +284,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("stage", help="copy + verify a dataset, build the corpus, emit its digest")
-    s.add_argument("--source", required=True, help="published dataset URI (file:// or s3://)")
+    s.add_argument(
+        "--source",
+        required=True,
+        help="published dataset URI (file:// or s3://), or 'demo' for the built-in "
+        "demo dataset under --demo-root (built there first if missing)",
+    )
+    s.add_argument("--demo-root", help="where the demo dataset lives (with --source demo)")
     s.add_argument("--workdir", required=True, type=Path, help="local working directory")
     s.add_argument("--publish", help="publish the corpus here for training (file:// or s3://)")
+    s.add_argument(
+        "--publish-root",
+        help="publish the corpus under ROOT/<digest> (content-addressed, shared by "
+        "every run on the same data)",
+    )
+    s.add_argument("--corpus-out", type=Path, help="write the published corpus URI to this file")
     s.add_argument("--val-fraction", type=float, default=0.1, help="share of documents held out")
     s.add_argument(
         "--workers", type=int, default=storage.DEFAULT_WORKERS, help="parallel transfers"
@@ -297,17 +323,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             None,
         )
         return 0
+    source = args.source
+    if source == "demo":
+        if not args.demo_root:
+            raise PermanentError("--source demo needs --demo-root URI (where the demo data lives)")
+        source = ensure_demo(args.demo_root)["dataset"]
+    if args.publish and args.publish_root:
+        raise PermanentError("give --publish or --publish-root, not both")
     result = stage(
-        args.source,
+        source,
         args.workdir,
         val_fraction=args.val_fraction,
         publish=args.publish,
+        publish_root=args.publish_root,
         workers=args.workers,
         progress=True,
     )
-    if args.digest_out:
-        args.digest_out.parent.mkdir(parents=True, exist_ok=True)
-        args.digest_out.write_text(result.digest)
+    for path, value in ((args.digest_out, result.digest), (args.corpus_out, result.published_uri)):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(value or "")
     emit(asdict(result), args.result_out)
     return 0
 

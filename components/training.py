@@ -79,7 +79,10 @@ def train(
     if cuda:
         torch.cuda.set_device(device)
     else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        torch.set_num_threads(
+            int(threads) if threads.isdigit() else max(1, (os.cpu_count() or 1) // local_world)
+        )
     distributed = world > 1
     if distributed:
         try:

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gangway import __version__
-from gangway.cli import data, demo
+from gangway.cli import data, demo, pipelines
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
@@ -25,6 +25,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("demo")(demo.demo)
+app.command("compile")(pipelines.compile_cmd)
+app.command("run")(pipelines.run_cmd)
 app.command("ls")(data.ls)
 
 

@@ -1,0 +1,89 @@
+"""Run ``torchrun`` in a gang pod and map the gang's outcome onto the exit-code contract.
+
+torchrun exits 1 whenever a worker fails or it is itself sent SIGTERM, which would read as a
+permanent error. This launcher runs torchrun as a child, forwards SIGTERM/SIGINT to it, and
+collects each worker's own exit code (workers write it to ``GANGWAY_EXIT_DIR``), then exits:
+
+* 0 when torchrun succeeded;
+* 143 when the pod was sent SIGTERM or any worker stopped for preemption;
+* 75 when any worker hit a transient error, or died without reporting (killed by a signal);
+* 1 otherwise (a permanent error in some worker).
+
+    python -m components.launch --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d \\
+        --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT -m components.training ...
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from components._cli import EXIT_DIR_ENV
+from gangway.errors import EXIT_OK, EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
+
+__all__ = ["gang_exit_code", "main"]
+
+
+def gang_exit_code(
+    torchrun_rc: int, worker_codes: Sequence[int], expected_workers: int, got_sigterm: bool
+) -> int:
+    """The pod's exit code from torchrun's, the workers' own codes, and whether we got SIGTERM."""
+    if torchrun_rc == 0 and not got_sigterm:
+        return EXIT_OK
+    if got_sigterm or EXIT_PREEMPTED in worker_codes:
+        return EXIT_PREEMPTED
+    if EXIT_TRANSIENT in worker_codes or len(worker_codes) < expected_workers:
+        return EXIT_TRANSIENT
+    if any(c not in (EXIT_OK,) for c in worker_codes):
+        return EXIT_PERMANENT
+    return EXIT_TRANSIENT  # workers all succeeded but torchrun failed: agent/rendezvous trouble
+
+
+def _nproc(argv: Sequence[str]) -> int:
+    for i, a in enumerate(argv):
+        if a.startswith("--nproc-per-node=") or a.startswith("--nproc_per_node="):
+            value = a.split("=", 1)[1]
+        elif a in ("--nproc-per-node", "--nproc_per_node") and i + 1 < len(argv):
+            value = argv[i + 1]
+        else:
+            continue
+        return int(value) if value.isdigit() else 1
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    got_sigterm = False
+    with tempfile.TemporaryDirectory(prefix="gangway-exit-") as exit_dir:
+        env = {**os.environ, EXIT_DIR_ENV: exit_dir}
+        proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=env)
+
+        def forward(signum: int, frame: FrameType | None) -> None:
+            nonlocal got_sigterm
+            got_sigterm = got_sigterm or signum == signal.SIGTERM
+            proc.send_signal(signum)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        rc = proc.wait()
+        codes = [int(p.read_text()) for p in Path(exit_dir).glob("rank-*")]
+    code = gang_exit_code(rc, codes, _nproc(args), got_sigterm)
+    if code != EXIT_OK:
+        print(
+            f"gangway launch: torchrun exited {rc}, workers {sorted(codes)} -> exit {code}",
+            file=sys.stderr,
+        )
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

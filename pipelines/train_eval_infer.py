@@ -1,0 +1,181 @@
+"""The reference pipeline: stage → gang-train (Volcano Job) → evaluate → batch inference.
+
+    gangway compile pipelines/train_eval_infer.py          # the WorkflowTemplate YAML
+    gangway run pipelines/train_eval_infer.py -p train-steps=100
+
+Every step writes under ``{storage-root}/runs/{workflow.uid}/``, so a retried step finds its
+own earlier work (checkpoints, finished shards); the corpus is content-addressed under
+``{storage-root}/corpora/`` and shared by every run on the same data.
+"""
+
+from __future__ import annotations
+
+from hera.workflows import DAG
+
+from gangway.pipeline import OUT_DIR, gang_step, pipeline, step
+
+ROOT = "{{workflow.parameters.storage-root}}"
+RUN = f"{ROOT}/runs/{{{{workflow.uid}}}}"
+DEMO = f"{ROOT}/demo"
+
+with pipeline(
+    "train-eval-infer",
+    team="research",
+    title="Train, evaluate, infer",
+    description=(
+        "Stages a dataset into a byte-level corpus, trains a GPT-style model as a gang of "
+        "torchrun pods (Volcano), scores every checkpoint, and runs batch inference per shard."
+    ),
+    parameters={
+        "source": "demo",
+        "inputs": "demo",
+        "model": "tiny",
+        "train-steps": 300,
+        "checkpoint-every": 100,
+        "nodes": 2,
+        "procs-per-node": 1,
+        "gpus-per-node": 0,
+        "shards": 4,
+    },
+) as w:
+    stage = step(
+        "stage",
+        module="components.staging",
+        args=[
+            "stage",
+            "--source",
+            "{{inputs.parameters.source}}",
+            "--demo-root",
+            DEMO,
+            "--workdir",
+            "/gangway/work",
+            "--publish-root",
+            f"{ROOT}/corpora",
+            "--digest-out",
+            f"{OUT_DIR}/digest",
+            "--corpus-out",
+            f"{OUT_DIR}/corpus",
+        ],
+        inputs=["source"],
+        outputs=["digest", "corpus"],
+    )
+    split = step(
+        "split",
+        module="components.inference",
+        args=[
+            "split",
+            "--input",
+            "{{inputs.parameters.inputs}}",
+            "--demo-root",
+            DEMO,
+            "--shards",
+            "{{inputs.parameters.shards}}",
+            "--out-prefix",
+            f"{RUN}/shards",
+            "--outputs-prefix",
+            f"{RUN}/predictions",
+            "--list-out",
+            f"{OUT_DIR}/shards",
+        ],
+        inputs=["inputs", "shards"],
+        outputs=["shards"],
+    )
+    train = gang_step(
+        "train",
+        module="components.training",
+        args=[
+            "--data",
+            "{{inputs.parameters.corpus}}",
+            "--checkpoints",
+            f"{RUN}/checkpoints/train",
+            "--config",
+            "{{inputs.parameters.model}}",
+            "--set",
+            "steps={{inputs.parameters.train-steps}}",
+            "--set",
+            "checkpoint_every={{inputs.parameters.checkpoint-every}}",
+            "--cache-dir",
+            "/gangway/cache",
+        ],
+        inputs=[
+            "corpus",
+            "model",
+            "train-steps",
+            "checkpoint-every",
+            "nodes",
+            "procs-per-node",
+            "gpus-per-node",
+        ],
+    )
+    evaluate = step(
+        "evaluate",
+        module="components.evaluation",
+        args=[
+            "--data",
+            "{{inputs.parameters.corpus}}",
+            "--checkpoints",
+            f"{RUN}/checkpoints/train",
+            "--metrics-out",
+            f"{RUN}/eval/metrics.json",
+            "--best-out",
+            f"{OUT_DIR}/best",
+            "--cache-dir",
+            "/gangway/cache",
+        ],
+        inputs=["corpus"],
+        outputs=["best"],
+        kind="compute",
+    )
+    infer = step(
+        "infer",
+        module="components.inference",
+        args=[
+            "run",
+            "--checkpoint",
+            "{{inputs.parameters.checkpoint}}",
+            "--input",
+            "{{inputs.parameters.input}}",
+            "--output",
+            "{{inputs.parameters.output}}",
+            "--cache-dir",
+            "/gangway/cache",
+        ],
+        inputs=["checkpoint", "input", "output"],
+        kind="compute",
+    )
+
+    with DAG(name="main"):
+        p = "{{workflow.parameters.%s}}"
+        corpus = "{{tasks.stage.outputs.parameters.corpus}}"
+        t_stage = stage(arguments={"source": p % "source"})
+        t_split = split(arguments={"inputs": p % "inputs", "shards": p % "shards"})
+        t_train = train(
+            arguments={
+                "corpus": corpus,
+                **{
+                    k: p % k
+                    for k in (
+                        "model",
+                        "train-steps",
+                        "checkpoint-every",
+                        "nodes",
+                        "procs-per-node",
+                        "gpus-per-node",
+                    )
+                },
+            }
+        )
+        t_eval = evaluate(arguments={"corpus": corpus})
+        t_infer = infer(
+            arguments={
+                "checkpoint": "{{tasks.evaluate.outputs.parameters.best}}",
+                "input": "{{item.input}}",
+                "output": "{{item.output}}",
+            },
+            with_param="{{tasks.split.outputs.parameters.shards}}",
+        )
+        t_stage >> [t_split, t_train]
+        t_train >> t_eval
+        [t_eval, t_split] >> t_infer
+
+__all__ = ["w"]

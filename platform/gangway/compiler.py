@@ -1,0 +1,55 @@
+"""Loading a pipeline file and compiling it to the manifest sent to Argo."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gangway.errors import NotFoundError, PermanentError
+
+__all__ = ["compile_pipeline", "load_pipeline", "to_yaml"]
+
+
+def load_pipeline(path: Path) -> Any:
+    """Import ``path`` and return the one Hera WorkflowTemplate/Workflow/CronWorkflow it defines."""
+    from hera.workflows import CronWorkflow, Workflow
+
+    if not path.is_file():
+        raise NotFoundError(f"{path}: no such pipeline file")
+    name = f"_gangway_pipeline_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PermanentError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the user's pipeline code failed: show where, briefly
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == str(path)]
+        at = f" (line {frames[-1].lineno})" if frames else ""
+        raise PermanentError(f"{path}{at}: {type(e).__name__}: {e}") from None
+    found = [v for v in vars(module).values() if isinstance(v, Workflow | CronWorkflow)]
+    found = list({id(v): v for v in found}.values())
+    if len(found) != 1:
+        what = "no" if not found else f"{len(found)}"
+        raise PermanentError(
+            f"{path}: defines {what} workflow objects at module level; a pipeline file defines "
+            "exactly one WorkflowTemplate (or Workflow/CronWorkflow)"
+        )
+    return found[0]
+
+
+def compile_pipeline(path: Path) -> dict[str, Any]:
+    """The manifest of the pipeline in ``path`` as a plain dict."""
+    compiled: dict[str, Any] = load_pipeline(path).to_dict()
+    return compiled
+
+
+def to_yaml(manifest: dict[str, Any]) -> str:
+    """Stable YAML (sorted keys) for golden files and ``gangway compile``."""
+    return yaml.safe_dump(manifest, sort_keys=True, width=100)

@@ -1,0 +1,108 @@
+"""A small, safe evaluator for the Argo expressions Gangway emits.
+
+Argo evaluates ``expr`` (retryStrategy.expression, ``{{=...}}``) and govaluate (``when``). The
+subset here: literals, dotted names looked up in a scope, ``asInt``/``asFloat``/``string``,
+arithmetic, comparisons, ``in [...]``, ``&&``, ``||``, ``!``, parentheses. Anything else is
+refused, never guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gangway.local._model import UnsupportedConstruct
+
+__all__ = ["evaluate"]
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<str>'[^']*'|\"[^\"]*\")|(?P<name>[A-Za-z_][\w.-]*(?<![.-]))"
+    r"|(?P<op>\|\||&&|==|!=|<=|>=|!|[-+*/%<>()\[\],]))"
+)
+_FUNCS: dict[str, Callable[[Any], Any]] = {
+    "asInt": lambda v: int(float(v)),
+    "asFloat": float,
+    "string": str,
+}
+_ALLOWED = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.USub,
+    ast.BinOp,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.Div,
+    ast.Mod,
+    ast.Compare,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
+    ast.In,
+    ast.NotIn,
+    ast.Constant,
+    ast.Name,
+    ast.Load,
+    ast.List,
+    ast.Tuple,
+    ast.Call,
+)
+
+
+def _translate(expr: str, scope: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    out: list[str] = []
+    values: dict[str, Any] = {}
+    pos = 0
+    expr = expr.strip()
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        if not m or m.end() == pos:
+            raise UnsupportedConstruct(f"expression {expr!r}: cannot parse at {expr[pos:]!r}")
+        pos = m.end()
+        if m.group("num") or m.group("str"):
+            out.append(m.group("num") or m.group("str"))
+            continue
+        if name := m.group("name"):
+            if name in _FUNCS or name in ("in", "not", "true", "false"):
+                out.append({"true": "True", "false": "False"}.get(name, name))
+            elif name in scope:
+                key = f"_v{len(values)}"
+                values[key] = scope[name]
+                out.append(key)
+            else:
+                raise UnsupportedConstruct(f"expression {expr!r}: unknown variable {name!r}")
+            continue
+        op = m.group("op")
+        out.append({"||": " or ", "&&": " and ", "!": " not "}.get(op, op))
+    return " ".join(out), values
+
+
+def evaluate(expr: str, scope: Mapping[str, Any]) -> Any:
+    """Evaluate ``expr`` with dotted names from ``scope`` (e.g. ``lastRetry.exitCode``)."""
+    text, values = _translate(expr, scope)
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        raise UnsupportedConstruct(f"expression {expr!r} is not supported locally") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED):
+            raise UnsupportedConstruct(
+                f"expression {expr!r}: {type(node).__name__} is not supported locally"
+            )
+        if isinstance(node, ast.Call) and not (
+            isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+        ):
+            raise UnsupportedConstruct(f"expression {expr!r}: only asInt/asFloat/string calls")
+    try:
+        return eval(compile(tree, "<argo-expr>", "eval"), {"__builtins__": {}, **_FUNCS}, values)
+    except (ValueError, TypeError, ZeroDivisionError) as e:
+        raise UnsupportedConstruct(f"expression {expr!r} failed: {e}") from None

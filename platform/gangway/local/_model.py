@@ -1,0 +1,45 @@
+"""Result types of a local run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gangway.errors import PermanentError
+
+__all__ = ["NodeResult", "RunResult", "UnsupportedConstruct"]
+
+
+class UnsupportedConstruct(PermanentError):
+    """The compiled workflow uses something the local executor does not run."""
+
+
+@dataclass
+class NodeResult:
+    """One task (or one fanned-out item of a task) of a local run."""
+
+    name: str
+    task: str
+    template: str
+    phase: str = "Pending"  # Pending Running Succeeded Failed Error Skipped Omitted
+    attempts: int = 0
+    seconds: float = 0.0
+    exit_code: int | None = None
+    message: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+    log: Path | None = None
+
+
+@dataclass
+class RunResult:
+    """The outcome of a local run of a workflow."""
+
+    name: str
+    uid: str
+    phase: str
+    nodes: list[NodeResult]
+    parameters: dict[str, str]
+    state_dir: Path
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,58 @@
+"""Argo variable substitution, done the way Argo does it, and refusing what it cannot do.
+
+``{{name}}`` is replaced by the value of ``name`` in the scope (``workflow.name``,
+``workflow.uid``, ``workflow.parameters.x``, ``inputs.parameters.x``,
+``tasks.t.outputs.parameters.y``, ``item``, ``item.key``); ``{{=expr}}`` is evaluated with
+:mod:`gangway.local._expr`. An unknown variable is an error naming it and where it was used,
+never a silent pass-through.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gangway.local._expr import evaluate
+from gangway.local._model import UnsupportedConstruct
+
+__all__ = ["substitute", "substitute_tree"]
+
+_VAR = re.compile(r"\{\{\s*(=?)(.*?)\s*\}\}", re.S)
+
+
+def substitute(text: str, scope: Mapping[str, str], *, where: str) -> str:
+    """Replace every ``{{...}}`` in ``text`` from ``scope``."""
+
+    def one(m: re.Match[str]) -> str:
+        is_expr, body = m.group(1), m.group(2)
+        if is_expr:
+            value = evaluate(body, scope)
+            return str(value).lower() if isinstance(value, bool) else str(value)
+        if body not in scope:
+            raise UnsupportedConstruct(
+                f"{where}: unknown variable {{{{{body}}}}}; the local executor knows "
+                + ", ".join(sorted(_families(scope)))
+            )
+        return scope[body]
+
+    return _VAR.sub(one, text)
+
+
+def substitute_tree(obj: Any, scope: Mapping[str, str], *, where: str) -> Any:
+    """Substitute in every string of a JSON-like tree."""
+    if isinstance(obj, str):
+        return substitute(obj, scope, where=where)
+    if isinstance(obj, list):
+        return [substitute_tree(v, scope, where=where) for v in obj]
+    if isinstance(obj, dict):
+        return {k: substitute_tree(v, scope, where=f"{where}.{k}") for k, v in obj.items()}
+    return obj
+
+
+def _families(scope: Mapping[str, str]) -> set[str]:
+    out = set()
+    for key in scope:
+        parts = key.split(".")
+        out.add(".".join(parts[:-1]) + ".*" if len(parts) > 1 else key)
+    return out

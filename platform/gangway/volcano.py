@@ -1,0 +1,211 @@
+"""Typed Volcano objects (``batch.volcano.sh/v1alpha1`` Job) — the only module that knows
+Volcano's field names. Pod-level Kubernetes types come from Hera's generated models.
+
+A gang-scheduled PyTorch job is built with :func:`pytorch_job` and serialised with
+:meth:`VolcanoJob.to_manifest`; the Argo resource template that creates it lives in
+:mod:`gangway.pipeline`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from hera.workflows.models import (
+    Container,
+    PodSecurityContext,
+    Toleration,
+    Volume,
+)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "JOB_API_VERSION",
+    "LifecyclePolicy",
+    "PodSpec",
+    "PodTemplate",
+    "VolcanoJob",
+    "VolcanoTask",
+    "pytorch_job",
+]
+
+JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+PYTORCH_PORT = 23456
+Event = Literal["PodEvicted", "PodFailed", "PodPending", "TaskCompleted", "JobUnknown", "*"]
+Action = Literal["RestartJob", "AbortJob", "CompleteJob", "TerminateJob", "RestartTask"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    def dump(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return out
+
+
+class LifecyclePolicy(_Model):
+    """What Volcano does on an event (e.g. PodEvicted → RestartJob: restart the whole gang)."""
+
+    event: Event | None = None
+    exit_code: int | None = Field(None, alias="exitCode")
+    action: Action
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> LifecyclePolicy:
+        if (self.event is None) == (self.exit_code is None):
+            raise ValueError("a lifecycle policy needs exactly one of event or exitCode")
+        return self
+
+
+class PodSpec(_Model):
+    """The subset of a Kubernetes PodSpec that Gangway sets on gang pods."""
+
+    containers: list[Container]
+    restart_policy: Literal["Never", "OnFailure"] = Field("Never", alias="restartPolicy")
+    volumes: list[Volume] | None = None
+    tolerations: list[Toleration] | None = None
+    node_selector: dict[str, str] | None = Field(None, alias="nodeSelector")
+    security_context: PodSecurityContext | None = Field(None, alias="securityContext")
+    service_account_name: str | None = Field(None, alias="serviceAccountName")
+    priority_class_name: str | None = Field(None, alias="priorityClassName")
+    scheduler_name: str | None = Field(None, alias="schedulerName")
+
+
+class PodMeta(_Model):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] | None = None
+
+
+class PodTemplate(_Model):
+    metadata: PodMeta = Field(default_factory=PodMeta)
+    spec: PodSpec
+
+
+Count = int | str
+"""A count, or an Argo placeholder (``{{inputs.parameters.nodes}}``) resolved at run time."""
+
+
+def _check_count(v: Count, field: str) -> Count:
+    if isinstance(v, str) and not (v.startswith("{{") and v.endswith("}}")):
+        raise ValueError(f"{field} must be an integer or an Argo placeholder, got {v!r}")
+    if isinstance(v, int) and v < 0:
+        raise ValueError(f"{field} must be >= 0, got {v}")
+    return v
+
+
+class VolcanoTask(_Model):
+    name: str
+    replicas: Count
+    template: PodTemplate
+    policies: list[LifecyclePolicy] | None = None
+
+    @model_validator(mode="after")
+    def _count(self) -> VolcanoTask:
+        _check_count(self.replicas, f"tasks[{self.name}].replicas")
+        return self
+
+
+class VolcanoJob(_Model):
+    """A Volcano Job: a gang of tasks admitted together (``minAvailable``) into a queue."""
+
+    generate_name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    min_available: Count = Field(alias="minAvailable")
+    scheduler_name: str = Field("volcano", alias="schedulerName")
+    queue: str
+    priority_class_name: str | None = Field(None, alias="priorityClassName")
+    max_retry: int = Field(3, alias="maxRetry", ge=0)
+    plugins: dict[str, list[str]] = Field(default_factory=dict)
+    policies: list[LifecyclePolicy] = Field(default_factory=list)
+    tasks: list[VolcanoTask]
+
+    @model_validator(mode="after")
+    def _gang_is_whole(self) -> VolcanoJob:
+        _check_count(self.min_available, "minAvailable")
+        counts = [t.replicas for t in self.tasks]
+        if not all(isinstance(c, int) for c in [*counts, self.min_available]):
+            return self  # placeholders: checked after substitution by `gangway lint`
+        pods = sum(int(c) for c in counts)
+        if self.min_available != pods:
+            raise ValueError(
+                f"minAvailable ({self.min_available}) must equal the pod count ({pods})"
+            )
+        return self
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The Job as a Kubernetes object (camelCase keys, no empty fields)."""
+        spec = self.dump()
+        for k in ("generate_name", "labels"):
+            spec.pop(k, None)
+        return {
+            "apiVersion": JOB_API_VERSION,
+            "kind": "Job",
+            "metadata": {"generateName": self.generate_name, "labels": dict(self.labels)},
+            "spec": spec,
+        }
+
+
+def pytorch_job(
+    *,
+    generate_name: str,
+    queue: str,
+    nodes: int | str,
+    container: Container,
+    pod_labels: dict[str, str],
+    priority_class_name: str | None = None,
+    max_retry: int = 3,
+    security_context: PodSecurityContext | None = None,
+    service_account_name: str | None = None,
+    tolerations: list[Toleration] | None = None,
+    node_selector: dict[str, str] | None = None,
+    volumes: list[Volume] | None = None,
+    labels: dict[str, str] | None = None,
+) -> VolcanoJob:
+    """A gang of ``nodes`` pods: task ``master`` (1) + ``worker`` (nodes-1), pytorch/svc/env
+    plugins (MASTER_ADDR/PORT, WORLD_SIZE, RANK injected), whole-gang restart on eviction or
+    pod failure bounded by ``max_retry``, and completion when the master completes.
+
+    ``nodes`` may be an Argo placeholder (``{{inputs.parameters.nodes}}``); the worker count
+    is then an Argo expression evaluated at run time.
+    """
+    if isinstance(nodes, int):
+        workers: Count = nodes - 1
+    else:
+        inner = nodes.strip("{} ")
+        workers = f"{{{{=asInt({inner}) - 1}}}}"
+    spec = PodSpec(
+        containers=[container],
+        volumes=volumes,
+        tolerations=tolerations,
+        node_selector=node_selector,
+        security_context=security_context,
+        service_account_name=service_account_name,
+    )
+    template = PodTemplate(metadata=PodMeta(labels=pod_labels), spec=spec)
+    return VolcanoJob(
+        generate_name=generate_name,
+        labels=labels or {},
+        min_available=nodes,
+        queue=queue,
+        priority_class_name=priority_class_name,
+        max_retry=max_retry,
+        plugins={
+            "pytorch": ["--master=master", "--worker=worker", f"--port={PYTORCH_PORT}"],
+            "svc": [],
+            "env": [],
+        },
+        policies=[
+            # A permanent error (exit 1) cannot be fixed by restarting the gang.
+            LifecyclePolicy(exit_code=1, action="AbortJob"),
+            LifecyclePolicy(event="PodEvicted", action="RestartJob"),
+            LifecyclePolicy(event="PodFailed", action="RestartJob"),
+        ],
+        tasks=[
+            VolcanoTask(
+                name="master",
+                replicas=1,
+                template=template,
+                policies=[LifecyclePolicy(event="TaskCompleted", action="CompleteJob")],
+            ),
+            VolcanoTask(name="worker", replicas=workers, template=template),
+        ],
+    )
