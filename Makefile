@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/gangway demo
+	$(VENV)/bin/gangway run pipelines/train_eval_infer.py --state-dir .gangway/demo
 
 lint: setup
 	$(VENV)/bin/ruff check .

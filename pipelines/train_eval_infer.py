@@ -10,7 +10,7 @@ own earlier work (checkpoints, finished shards); the corpus is content-addressed
 
 from __future__ import annotations
 
-from hera.workflows import DAG
+from hera.workflows import DAG, Task
 
 from gangway.pipeline import OUT_DIR, gang_step, pipeline, step
 
@@ -147,26 +147,29 @@ with pipeline(
     with DAG(name="main"):
         p = "{{workflow.parameters.%s}}"
         corpus = "{{tasks.stage.outputs.parameters.corpus}}"
-        t_stage = stage(arguments={"source": p % "source"})
-        t_split = split(arguments={"inputs": p % "inputs", "shards": p % "shards"})
-        t_train = train(
-            arguments={
-                "corpus": corpus,
-                **{
-                    k: p % k
-                    for k in (
-                        "model",
-                        "train-steps",
-                        "checkpoint-every",
-                        "nodes",
-                        "procs-per-node",
-                        "gpus-per-node",
-                    )
-                },
-            }
+        t_stage = Task(name="stage", template=stage, arguments={"source": p % "source"})
+        t_split = Task(
+            name="split",
+            template=split,
+            arguments={"inputs": p % "inputs", "shards": p % "shards"},
         )
-        t_eval = evaluate(arguments={"corpus": corpus})
-        t_infer = infer(
+        gang_params = (
+            "model",
+            "train-steps",
+            "checkpoint-every",
+            "nodes",
+            "procs-per-node",
+            "gpus-per-node",
+        )
+        t_train = Task(
+            name="train",
+            template=train,
+            arguments={"corpus": corpus, **{k: p % k for k in gang_params}},
+        )
+        t_eval = Task(name="evaluate", template=evaluate, arguments={"corpus": corpus})
+        t_infer = Task(
+            name="infer",
+            template=infer,
             arguments={
                 "checkpoint": "{{tasks.evaluate.outputs.parameters.best}}",
                 "input": "{{item.input}}",
@@ -176,6 +179,7 @@ with pipeline(
         )
         t_stage >> [t_split, t_train]
         t_train >> t_eval
-        [t_eval, t_split] >> t_infer
+        t_eval >> t_infer
+        t_split >> t_infer
 
 __all__ = ["w"]

@@ -31,7 +31,7 @@ def gangway(*args: str) -> subprocess.CompletedProcess[str]:
 def test_help_explains_the_commands() -> None:
     res = gangway("--help")
     assert res.returncode == 0
-    for word in ("demo", "ls", "version", "Argo"):
+    for word in ("compile", "run", "ls", "version", "Argo"):
         assert word in res.stdout
 
 
@@ -51,40 +51,64 @@ def test_user_error_is_one_line_not_a_traceback() -> None:
 
 
 @pytest.mark.e2e
-def test_demo_runs_the_spine_end_to_end(tmp_path: Path) -> None:
-    state = tmp_path / "demo"
+def test_run_reference_pipeline_end_to_end(tmp_path: Path) -> None:
+    """The compiled reference pipeline, executed locally: real staging, a 2-pod torchrun gang,
+    evaluation of every checkpoint, and inference over every shard exactly once."""
+    state = tmp_path / "state"
     res = gangway(
-        "demo",
+        "run",
+        "pipelines/train_eval_infer.py",
         "--state-dir",
         str(state),
-        "--steps",
-        "20",
-        "--checkpoint-every",
-        "10",
-        "--shards",
-        "2",
+        "-p",
+        "train-steps=30",
+        "-p",
+        "checkpoint-every=10",
+        "-p",
+        "shards=3",
     )
     assert res.returncode == 0, res.stdout + res.stderr
-    metrics = json.loads((state / "eval" / "metrics.json").read_text())
-    assert [c["step"] for c in metrics["checkpoints"]] == [10, 20]
-    assert metrics["checkpoints"][1]["loss"] < metrics["checkpoints"][0]["loss"]
-    preds = sorted((state / "predictions").glob("shard-*.jsonl"))
-    assert len(preds) == 2
+    assert "Succeeded" in res.stdout and "train-eval-infer" in res.stdout
+    (run_dir,) = (state / "storage" / "runs").iterdir()
+    metrics = json.loads((run_dir / "eval" / "metrics.json").read_text())
+    losses = [c["loss"] for c in metrics["checkpoints"]]
+    assert [c["step"] for c in metrics["checkpoints"]] == [10, 20, 30]
+    assert losses[-1] < losses[0], f"validation loss should fall: {losses}"
+    assert metrics["best"]["loss"] == min(losses)
+    preds = sorted((run_dir / "predictions").glob("shard-*.jsonl"))
+    assert len(preds) == 3
     ids = [json.loads(line)["id"] for p in preds for line in p.read_text().splitlines()]
-    inputs = (state / "inputs" / "docs.jsonl").read_text().splitlines()
-    assert sorted(ids) == sorted(json.loads(x)["id"] for x in inputs)
-    assert "succeeded" in res.stdout and "predictions: file://" in res.stdout
-    # Re-running converges without redoing work.
-    again = gangway(
-        "demo",
-        "--state-dir",
-        str(state),
-        "--steps",
-        "20",
-        "--checkpoint-every",
-        "10",
-        "--shards",
-        "2",
+    docs = (state / "storage" / "demo" / "inputs.jsonl").read_text().splitlines()
+    assert sorted(ids) == sorted(json.loads(d)["id"] for d in docs)  # each exactly once
+    assert len(ids) == len(set(ids))
+    pods = sorted(p.name for p in (next((state / "runs").iterdir()) / "logs" / "train").iterdir())
+    assert pods == ["master-0.log", "worker-0.log"]
+
+
+def test_compile_writes_yaml(tmp_path: Path) -> None:
+    out = tmp_path / "wt.yaml"
+    res = gangway("compile", "pipelines/train_eval_infer.py", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert out.read_text() == (REPO / "pipelines" / "train_eval_infer.yaml").read_text()
+
+
+def test_run_refuses_an_unsupported_construct(tmp_path: Path) -> None:
+    pipeline = tmp_path / "steps_pipeline.py"
+    pipeline.write_text(
+        "from hera.workflows import Container, Steps, WorkflowTemplate\n"
+        "with WorkflowTemplate(name='s', entrypoint='main') as w:\n"
+        "    c = Container(name='c', image='x', command=['true'])\n"
+        "    with Steps(name='main'):\n"
+        "        c()\n"
     )
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "skipped (already written)" in again.stdout
+    res = gangway("run", str(pipeline), "--state-dir", str(tmp_path / "st"))
+    assert res.returncode == 1
+    assert "`steps` is not supported" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_run_rejects_unknown_parameter(tmp_path: Path) -> None:
+    res = gangway(
+        "run", "pipelines/train_eval_infer.py", "-p", "trian-steps=5", "--state-dir", str(tmp_path)
+    )
+    assert res.returncode == 1
+    assert "unknown parameter(s) trian-steps" in res.stderr and "train-steps" in res.stderr

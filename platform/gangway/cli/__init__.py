@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gangway import __version__
-from gangway.cli import data, demo, pipelines
+from gangway.cli import data, pipelines
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
@@ -17,14 +17,14 @@ app = typer.Typer(
     help=(
         "Gangway: ML pipelines on Argo Workflows, gang-scheduled PyTorch training on Volcano, "
         "and the same pipeline on this machine.\n\n"
-        "Start with `gangway demo`: it stages a corpus built from Python's own sources, trains "
-        "a small GPT with 2 torchrun ranks, evaluates every checkpoint and runs batch inference."
+        "Start with `gangway run pipelines/train_eval_infer.py`: it stages a corpus built from "
+        "Python's own sources, trains a small GPT as a gang of 2 torchrun pods, evaluates every "
+        "checkpoint and runs batch inference — the compiled Argo workflow, executed here."
     ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("demo")(demo.demo)
 app.command("compile")(pipelines.compile_cmd)
 app.command("run")(pipelines.run_cmd)
 app.command("ls")(data.ls)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -48,11 +49,17 @@ def _params(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-_STYLE = {"Succeeded": "green", "Failed": "red", "Error": "red", "Running": "yellow",
-          "Skipped": "dim", "Omitted": "dim"}
+_STYLE = {
+    "Succeeded": "green",
+    "Failed": "red",
+    "Error": "red",
+    "Running": "yellow",
+    "Skipped": "dim",
+    "Omitted": "dim",
+}
 
 
-def _table(nodes: list[object], title: str) -> Table:
+def _table(nodes: Sequence[object], title: str) -> Table:
     from gangway.local import NodeResult
 
     table = Table(title=title, header_style="bold")
@@ -62,8 +69,13 @@ def _table(nodes: list[object], title: str) -> Table:
         assert isinstance(n, NodeResult)
         style = _STYLE.get(n.phase, "")
         detail = ", ".join(f"{k}={_short(v)}" for k, v in n.outputs.items()) or n.message
-        table.add_row(n.name, f"[{style}]{n.phase}[/]", str(n.attempts or ""),
-                      f"{n.seconds:.1f}" if n.seconds else "", detail)
+        table.add_row(
+            n.name,
+            f"[{style}]{n.phase}[/]",
+            str(n.attempts or ""),
+            f"{n.seconds:.1f}" if n.seconds else "",
+            detail,
+        )
     return table
 
 
@@ -89,7 +101,9 @@ def run_cmd(
     overrides = _params(param)
     root = state_dir.resolve()
     manifest = compile_pipeline(pipeline)
-    params = {p["name"] for p in manifest.get("spec", {}).get("arguments", {}).get("parameters", [])}
+    params = {
+        p["name"] for p in manifest.get("spec", {}).get("arguments", {}).get("parameters", [])
+    }
     if "storage-root" in params:
         overrides.setdefault("storage-root", f"file://{root}/storage")
     workflow = workflow_from_template(manifest, overrides)

@@ -1,0 +1,383 @@
+"""The local executor on small hand-written workflows: DAG order, parameters, fan-out, when,
+retries by the exit-code contract (with a fake clock), gang restarts, and refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gangway.errors import PermanentError
+from gangway.local import LocalExecutor, UnsupportedConstruct, workflow_from_template
+from gangway.local._conditions import depends_on, resource_condition
+from gangway.local._expr import evaluate
+from gangway.retries import retry_expression
+
+
+def py(
+    code: str,
+    *,
+    inputs: Sequence[str] = (),
+    outputs: Sequence[str] = (),
+    retry: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A container template running ``python -c CODE`` (builder for the tests)."""
+    t: dict[str, Any] = {"container": {"image": "x", "command": ["python", "-c", code]}}
+    if inputs:
+        t["inputs"] = {"parameters": [{"name": n} for n in inputs]}
+    if outputs:
+        t["outputs"] = {
+            "parameters": [{"name": n, "valueFrom": {"path": f"/gangway/out/{n}"}} for n in outputs]
+        }
+    if retry:
+        t["retryStrategy"] = retry
+    return t
+
+
+def workflow(
+    templates: dict[str, dict[str, Any]],
+    tasks: list[dict[str, Any]],
+    params: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    tmpl = [{"name": n, **t} for n, t in templates.items()]
+    tmpl.append({"name": "main", "dag": {"tasks": tasks}})
+    wt = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "WorkflowTemplate",
+        "metadata": {"name": "t"},
+        "spec": {
+            "entrypoint": "main",
+            "templates": tmpl,
+            "arguments": {
+                "parameters": [{"name": k, "value": v} for k, v in (params or {}).items()]
+            },
+        },
+    }
+    return wt
+
+
+WRITE = (
+    "import os, sys; os.makedirs('/gangway/out'.replace('/gangway', os.getcwd()), "
+    "exist_ok=True); open(os.getcwd() + '/out/{name}', 'w').write({value})"
+)
+
+
+def run(
+    wt: dict[str, Any],
+    tmp: Path,
+    overrides: dict[str, str] | None = None,
+    sleeps: list[float] | None = None,
+) -> Any:
+    wf = workflow_from_template(wt, overrides)
+    return LocalExecutor(
+        wf, tmp, sleep=(sleeps.append if sleeps is not None else lambda s: None)
+    ).run()
+
+
+def test_dag_order_parameters_and_outputs(tmp_path: Path) -> None:
+    wt = workflow(
+        {
+            "produce": py(WRITE.format(name="x", value="sys.argv[1] * 2") + "", outputs=["x"]),
+            "consume": py(
+                "import sys; assert sys.argv[1] == 'abab', sys.argv; "
+                + WRITE.format(name="y", value="sys.argv[1] + '!'"),
+                inputs=["v"],
+                outputs=["y"],
+            ),
+        },
+        [
+            {
+                "name": "b",
+                "template": "consume",
+                "depends": "a",
+                "arguments": {
+                    "parameters": [{"name": "v", "value": "{{tasks.a.outputs.parameters.x}}"}]
+                },
+            },
+            {"name": "a", "template": "produce"},
+        ],
+        params={"word": "ab"},
+    )
+    wt["spec"]["templates"][0]["container"]["args"] = ["{{workflow.parameters.word}}"]
+    wt["spec"]["templates"][1]["container"]["args"] = ["{{inputs.parameters.v}}"]
+    res = run(wt, tmp_path)
+    assert res.phase == "Succeeded", [(n.name, n.message) for n in res.nodes]
+    assert [n.name for n in res.nodes] == ["a", "b"]
+    assert res.nodes[1].outputs == {"y": "abab!"}
+    again = run(wt, tmp_path / "2", overrides={"word": "ab"})
+    assert again.phase == "Succeeded"
+
+
+def test_fan_out_with_param_and_items(tmp_path: Path) -> None:
+    echo = py(WRITE.format(name="o", value="sys.argv[1].upper()"), inputs=["v"], outputs=["o"])
+    echo["container"]["args"] = ["{{inputs.parameters.v}}"]
+    wt = workflow(
+        {
+            "list": py(
+                WRITE.format(name="l", value="json.dumps([{'k': 'p'}, {'k': 'q'}])").replace(
+                    "import os, sys", "import os, sys, json"
+                ),
+                outputs=["l"],
+            ),
+            "echo": echo,
+        },
+        [
+            {"name": "gen", "template": "list"},
+            {
+                "name": "each",
+                "template": "echo",
+                "depends": "gen",
+                "withParam": "{{tasks.gen.outputs.parameters.l}}",
+                "arguments": {"parameters": [{"name": "v", "value": "{{item.k}}"}]},
+            },
+            {
+                "name": "lit",
+                "template": "echo",
+                "withItems": ["x", "y", "z"],
+                "arguments": {"parameters": [{"name": "v", "value": "{{item}}"}]},
+            },
+        ],
+    )
+    res = run(wt, tmp_path)
+    assert res.phase == "Succeeded"
+    fanned = [n for n in res.nodes if n.task == "each"]
+    assert [n.outputs["o"] for n in fanned] == ["P", "Q"]
+    assert len([n for n in res.nodes if n.task == "lit"]) == 3
+
+
+def test_when_false_skips_and_dependents_still_run(tmp_path: Path) -> None:
+    wt = workflow(
+        {"ok": py("pass")},
+        [
+            {"name": "maybe", "template": "ok", "when": "'{{workflow.parameters.flag}}' == 'yes'"},
+            {"name": "after", "template": "ok", "depends": "maybe"},
+        ],
+        params={"flag": "no"},
+    )
+    res = run(wt, tmp_path)
+    assert [(n.name, n.phase) for n in res.nodes] == [("maybe", "Skipped"), ("after", "Succeeded")]
+
+
+CONTRACT = {
+    "limit": 3,
+    "retryPolicy": "Always",
+    "expression": retry_expression(),
+    "backoff": {"duration": "2s", "factor": 2, "maxDuration": "1m"},
+}
+
+
+def _flaky(codes: list[int], counter: Path) -> str:
+    return (
+        f"import os, signal, pathlib; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) "
+        f"if p.exists() else 0; p.write_text(str(n + 1)); codes = {codes!r}; c = codes[min(n, "
+        "len(codes) - 1)]; os.kill(os.getpid(), signal.SIGKILL) if c == 137 else "
+        "exit(c)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("codes", "attempts", "phase", "sleeps"),
+    [
+        pytest.param(
+            [75, 143, 0], 3, "Succeeded", [2.0, 4.0], id="transient-then-preempted-then-ok"
+        ),
+        pytest.param([137, 0], 2, "Succeeded", [2.0], id="killed-node-error-retried"),
+        pytest.param([1, 0], 1, "Failed", [], id="permanent-error-fails-fast"),
+        pytest.param([75], 4, "Failed", [2.0, 4.0, 8.0], id="retries-are-bounded"),
+    ],
+)
+def test_retries_follow_the_exit_code_contract(
+    tmp_path: Path, codes: list[int], attempts: int, phase: str, sleeps: list[float]
+) -> None:
+    wt = workflow(
+        {"flaky": py(_flaky(codes, tmp_path / "n"), retry=CONTRACT)},
+        [{"name": "f", "template": "flaky"}],
+    )
+    slept: list[float] = []
+    res = run(wt, tmp_path / "s", sleeps=slept)
+    (node,) = res.nodes
+    assert (node.attempts, node.phase, slept) == (attempts, phase, sleeps)
+    assert res.phase == ("Succeeded" if phase == "Succeeded" else "Failed")
+
+
+def test_failure_omits_dependents(tmp_path: Path) -> None:
+    wt = workflow(
+        {"bad": py("exit(1)"), "ok": py("pass")},
+        [{"name": "a", "template": "bad"}, {"name": "b", "template": "ok", "depends": "a"}],
+    )
+    res = run(wt, tmp_path)
+    assert [(n.name, n.phase) for n in res.nodes] == [("a", "Failed"), ("b", "Omitted")]
+
+
+def _gang(
+    code: str, *, pods: int, max_retry: int, policies: list[dict[str, Any]]
+) -> dict[str, Any]:
+    import yaml
+
+    container = {"name": "c", "image": "x", "command": ["python", "-c", code]}
+    template = {"spec": {"containers": [container]}}
+    manifest = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"generateName": "g-"},
+        "spec": {
+            "minAvailable": pods,
+            "maxRetry": max_retry,
+            "queue": "q",
+            "plugins": {"pytorch": ["--port=1"]},
+            "policies": policies,
+            "tasks": [
+                {
+                    "name": "master",
+                    "replicas": 1,
+                    "template": template,
+                    "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+                },
+                {"name": "worker", "replicas": pods - 1, "template": template},
+            ],
+        },
+    }
+    return {
+        "resource": {
+            "action": "create",
+            "manifest": yaml.safe_dump(manifest),
+            "successCondition": "status.state.phase == Completed",
+            "failureCondition": "status.state.phase in (Failed,Aborted,Terminated)",
+        }
+    }
+
+
+GANG_POLICIES: list[dict[str, Any]] = [
+    {"exitCode": 1, "action": "AbortJob"},
+    {"event": "PodFailed", "action": "RestartJob"},
+]
+
+
+def test_gang_pods_get_the_pytorch_plugin_env(tmp_path: Path) -> None:
+    code = (
+        f"import os, pathlib; pathlib.Path({str(tmp_path)!r}, os.environ['RANK']).write_text("
+        "os.environ['WORLD_SIZE'] + ' ' + os.environ['MASTER_ADDR'])"
+    )
+    wt = workflow(
+        {"g": _gang(code, pods=3, max_retry=0, policies=GANG_POLICIES)},
+        [{"name": "train", "template": "g"}],
+    )
+    res = run(wt, tmp_path / "s")
+    assert res.phase == "Succeeded", res.nodes[0].message
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.isdigit()) == ["0", "1", "2"]
+    assert (tmp_path / "2").read_text() == "3 127.0.0.1"
+
+
+def test_gang_restarts_whole_job_on_pod_failure_then_succeeds(tmp_path: Path) -> None:
+    # The master outlives the worker's failure, as a torchrun master blocked on it would.
+    flaky = (
+        f"import os, pathlib, time; p = pathlib.Path({str(tmp_path)!r}, 'r' + os.environ['RANK']); "
+        "n = int(p.read_text()) if p.exists() else 0; p.write_text(str(n + 1)); "
+        "time.sleep(1.0 if os.environ['RANK'] == '0' else 0); "
+        "exit(75 if (n == 0 and os.environ['RANK'] == '1') else 0)"
+    )
+    wt = workflow(
+        {"g": _gang(flaky, pods=2, max_retry=2, policies=GANG_POLICIES)},
+        [{"name": "train", "template": "g"}],
+    )
+    res = run(wt, tmp_path / "s")
+    assert res.phase == "Succeeded", res.nodes[0].message
+    assert "1 gang restart" in res.nodes[0].message
+    assert (tmp_path / "r1").read_text() == "2"
+
+
+def test_gang_aborts_on_permanent_error_without_restart(tmp_path: Path) -> None:
+    wt = workflow(
+        {"g": _gang("exit(1)", pods=2, max_retry=3, policies=GANG_POLICIES)},
+        [{"name": "train", "template": "g"}],
+    )
+    res = run(wt, tmp_path / "s")
+    assert res.phase == "Failed" and "Aborted" in res.nodes[0].message
+    assert "restart" not in res.nodes[0].message
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        pytest.param(
+            lambda wt: wt["spec"]["templates"].append(
+                {"name": "s", "steps": [[{"name": "x", "template": "ok"}]]}
+            ),
+            "`steps`",
+            id="steps",
+        ),
+        pytest.param(lambda wt: wt["spec"].update(onExit="ok"), "spec.onExit", id="on-exit"),
+        pytest.param(
+            lambda wt: wt["spec"]["templates"][0].update(
+                outputs={"artifacts": [{"name": "a", "path": "/x"}]}
+            ),
+            "artifacts",
+            id="artifacts",
+        ),
+        pytest.param(
+            lambda wt: wt["spec"]["templates"][-1]["dag"]["tasks"][0].update(
+                templateRef={"name": "x", "template": "y"}
+            ),
+            "templateRef",
+            id="template-ref",
+        ),
+        pytest.param(
+            lambda wt: wt["spec"]["templates"][-1]["dag"]["tasks"][0].update(depends="a || b"),
+            "only 'a && b'",
+            id="depends-or",
+        ),
+        pytest.param(
+            lambda wt: wt["spec"]["templates"][0]["container"].update(
+                args=["{{workflow.creationTimestamp}}"]
+            ),
+            "unknown variable",
+            id="unknown-variable",
+        ),
+    ],
+)
+def test_unsupported_constructs_are_refused_by_name(
+    tmp_path: Path, mutate: Any, message: str
+) -> None:
+    wt = workflow({"ok": py("pass")}, [{"name": "a", "template": "ok"}])
+    mutate(wt)
+    with pytest.raises(UnsupportedConstruct, match=message):
+        run(wt, tmp_path)
+
+
+def test_unknown_parameter_override_lists_the_real_ones() -> None:
+    wt = workflow({"ok": py("pass")}, [{"name": "a", "template": "ok"}], params={"steps": "1"})
+    with pytest.raises(PermanentError, match=r"unknown parameter.*stepz.*takes: steps"):
+        workflow_from_template(wt, {"stepz": "2"})
+
+
+def test_resource_conditions_and_depends() -> None:
+    done = {"status": {"state": {"phase": "Completed"}}}
+    assert resource_condition("status.state.phase == Completed", done)
+    assert not resource_condition("status.state.phase in (Failed,Aborted,Terminated)", done)
+    assert depends_on("a && b.Succeeded", where="t") == {
+        "a": {"Succeeded", "Skipped", "Daemoned"},
+        "b": {"Succeeded"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("expr", "scope", "value"),
+    [
+        (retry_expression(), {"lastRetry.status": "Failed", "lastRetry.exitCode": "143"}, True),
+        (retry_expression(), {"lastRetry.status": "Failed", "lastRetry.exitCode": "1"}, False),
+        (retry_expression(), {"lastRetry.status": "Error", "lastRetry.exitCode": ""}, True),
+        ("asInt(inputs.parameters.nodes) - 1", {"inputs.parameters.nodes": "4"}, 3),
+        ("'a' == 'a' && !false", {}, True),
+    ],
+)
+def test_expressions(expr: str, scope: dict[str, str], value: object) -> None:
+    assert evaluate(expr, scope) == value
+
+
+def test_expressions_refuse_python_escapes() -> None:
+    with pytest.raises(UnsupportedConstruct):
+        evaluate("__import__('os').system('true')", {})
+    with pytest.raises(UnsupportedConstruct):
+        evaluate("x.__class__", {"x": "1"})
