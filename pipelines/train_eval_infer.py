@@ -17,6 +17,14 @@ from gangway.pipeline import OUT_DIR, gang_step, pipeline, step
 ROOT = "{{workflow.parameters.storage-root}}"
 RUN = f"{ROOT}/runs/{{{{workflow.uid}}}}"
 DEMO = f"{ROOT}/demo"
+GANG_PARAMS = (
+    "model",
+    "train-steps",
+    "checkpoint-every",
+    "nodes",
+    "procs-per-node",
+    "gpus-per-node",
+)
 
 with pipeline(
     "train-eval-infer",
@@ -97,15 +105,7 @@ with pipeline(
             "--cache-dir",
             "/gangway/cache",
         ],
-        inputs=[
-            "corpus",
-            "model",
-            "train-steps",
-            "checkpoint-every",
-            "nodes",
-            "procs-per-node",
-            "gpus-per-node",
-        ],
+        inputs=["corpus", *GANG_PARAMS],
     )
     evaluate = step(
         "evaluate",
@@ -153,18 +153,10 @@ with pipeline(
             template=split,
             arguments={"inputs": p % "inputs", "shards": p % "shards"},
         )
-        gang_params = (
-            "model",
-            "train-steps",
-            "checkpoint-every",
-            "nodes",
-            "procs-per-node",
-            "gpus-per-node",
-        )
         t_train = Task(
             name="train",
             template=train,
-            arguments={"corpus": corpus, **{k: p % k for k in gang_params}},
+            arguments={"corpus": corpus, **{k: p % k for k in GANG_PARAMS}},
         )
         t_eval = Task(name="evaluate", template=evaluate, arguments={"corpus": corpus})
         t_infer = Task(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gangway.local._model import UnsupportedConstruct
+from gangway.local._subst import map_scratch
 
 __all__ = ["GangOutcome", "run_volcano_job"]
 
@@ -96,15 +97,11 @@ def _pods(job: Mapping[str, Any], scratch: Callable[[str], Path], port: int) -> 
                 kube_expand(a, env) for a in [*(c.get("command") or []), *(c.get("args") or [])]
             ]
             argv = [sys.executable if a == "python" and j == 0 else a for j, a in enumerate(argv)]
-            pods.append(_Pod(name, task["name"], [_map(a, base) for a in argv], env))
+            pods.append(_Pod(name, task["name"], [map_scratch(a, base) for a in argv], env))
             rank += 1
     if not pods:
         raise UnsupportedConstruct("Volcano Job has no pods (every task has 0 replicas)")
     return pods
-
-
-def _map(arg: str, base: Path) -> str:
-    return arg.replace("/gangway/", f"{base}/") if "/gangway" in arg else arg
 
 
 def _policy(policies: list[dict[str, Any]], code: int) -> str | None:

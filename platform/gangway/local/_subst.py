@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from gangway.local._expr import evaluate
 from gangway.local._model import UnsupportedConstruct
 
-__all__ = ["substitute", "substitute_tree"]
+__all__ = ["SCRATCH", "map_scratch", "substitute", "substitute_tree"]
+
+SCRATCH = "/gangway"
+"""Per-step scratch space in a compiled template; locally a directory per step attempt."""
 
 _VAR = re.compile(r"\{\{\s*(=?)(.*?)\s*\}\}", re.S)
 
@@ -56,3 +60,10 @@ def _families(scope: Mapping[str, str]) -> set[str]:
         parts = key.split(".")
         out.add(".".join(parts[:-1]) + ".*" if len(parts) > 1 else key)
     return out
+
+
+def map_scratch(text: str, scratch: Path) -> str:
+    """Point ``/gangway/...`` (as a whole argument or after ``=``) at a local directory."""
+    if text == SCRATCH or text.startswith(SCRATCH + "/"):
+        return str(scratch) + text[len(SCRATCH) :]
+    return text.replace("=" + SCRATCH + "/", f"={scratch}/")

@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,11 @@ from gangway.local._conditions import depends_on, resource_condition
 from gangway.local._expr import evaluate
 from gangway.local._gang import run_volcano_job
 from gangway.local._model import NodeResult, RunResult, UnsupportedConstruct
+from gangway.local._subst import map_scratch as _map_scratch
 from gangway.local._subst import substitute, substitute_tree
 
 __all__ = ["LocalExecutor", "run_workflow", "workflow_from_template"]
 
-SCRATCH = "/gangway"
 _UNSUPPORTED_SPEC = (
     "onExit",
     "hooks",
@@ -369,20 +370,15 @@ class LocalExecutor:
         scratch.mkdir(parents=True, exist_ok=True)
         log_dir = self.root / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
+        attempt = _Attempt(template, scope, node, scratch, log_dir)
         if "container" in template or "script" in template:
-            return self._container(template, scope, node, scratch, log_dir)
+            return self._container(attempt)
         if "resource" in template:
-            return self._resource(template, scope, node, scratch, log_dir)
+            return self._resource(attempt)
         raise UnsupportedConstruct(f"template {template['name']}: no container, script or resource")
 
-    def _container(
-        self,
-        template: Mapping[str, Any],
-        scope: Mapping[str, str],
-        node: NodeResult,
-        scratch: Path,
-        log_dir: Path,
-    ) -> tuple[str, int | None, str, dict[str, str]]:
+    def _container(self, a: _Attempt) -> _Outcome:
+        template, scope, node, scratch, log_dir = a.template, a.scope, a.node, a.scratch, a.log_dir
         where = f"template {template['name']}"
         body = template.get("container") or template.get("script") or {}
         c = substitute_tree(dict(body), scope, where=where)
@@ -434,14 +430,8 @@ class LocalExecutor:
                 return "Error", 0, f"output parameter {p['name']}: {vf['path']} was not written", {}
         return "Succeeded", 0, "", outs
 
-    def _resource(
-        self,
-        template: Mapping[str, Any],
-        scope: Mapping[str, str],
-        node: NodeResult,
-        scratch: Path,
-        log_dir: Path,
-    ) -> tuple[str, int | None, str, dict[str, str]]:
+    def _resource(self, a: _Attempt) -> _Outcome:
+        template, scope, node, scratch, log_dir = a.template, a.scope, a.node, a.scratch, a.log_dir
         res = template["resource"]
         where = f"template {template['name']}.resource"
         if res.get("action") != "create":
@@ -481,18 +471,27 @@ class LocalExecutor:
         return "Failed", None, msg + " (neither success nor failure condition matched)", {}
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """One attempt of one node: what to run, with which variables, where."""
+
+    template: Mapping[str, Any]
+    scope: Mapping[str, str]
+    node: NodeResult
+    scratch: Path
+    log_dir: Path
+
+
+_Outcome = tuple[str, int | None, str, dict[str, str]]
+"""(status, exit code, message, output parameters) of one attempt."""
+
+
 def _item_scope(item: Any) -> dict[str, str]:
     if isinstance(item, dict):
         scope = {f"item.{k}": v if isinstance(v, str) else json.dumps(v) for k, v in item.items()}
         scope["item"] = json.dumps(item)
         return scope
     return {"item": item if isinstance(item, str) else json.dumps(item)}
-
-
-def _map_scratch(text: str, scratch: Path) -> str:
-    if text == SCRATCH or text.startswith(SCRATCH + "/"):
-        return str(scratch) + text[len(SCRATCH) :]
-    return text.replace("=" + SCRATCH + "/", f"={scratch}/")
 
 
 def _safe(name: str) -> str:
