@@ -20,6 +20,7 @@ from typing import Any
 from components._cli import emit, main_wrapper
 from gangway import storage
 from gangway.errors import NotFoundError
+from gangway.tracking import StepTracker
 
 __all__ = ["evaluate"]
 
@@ -98,7 +99,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise NotFoundError(f"{args.checkpoints}: no complete checkpoints under this root")
     else:
         uris = args.checkpoint
-    metrics = evaluate(args.data, uris, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+    with StepTracker() as tracker:
+        metrics = evaluate(args.data, uris, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+        tracker.log_params({"data": args.data, "checkpoints": len(uris)})
+        for r in metrics["checkpoints"]:
+            tracker.log_metric("val_loss", r["loss"], r["step"])
+            tracker.log_metric("val_perplexity", r["perplexity"], r["step"])
+        best = metrics["best"]
+        tracker.set_tags(
+            {
+                "gangway.best_checkpoint": best["uri"],
+                "gangway.best_step": best["step"],
+                "gangway.dataset_digest": metrics["dataset_digest"],
+            }
+        )
     if args.metrics_out:
         storage.write_json(args.metrics_out, metrics)
     if args.best_out:

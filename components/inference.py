@@ -27,6 +27,7 @@ from typing import Any
 from components._cli import emit, main_wrapper
 from gangway import storage
 from gangway.errors import PermanentError
+from gangway.tracking import StepTracker
 
 __all__ = ["MODES", "infer_shard", "read_documents", "split_inputs"]
 
@@ -166,27 +167,52 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "split":
-        source = args.input
-        if source == "demo":
-            if not args.demo_root:
-                raise PermanentError("--input demo needs --demo-root URI")
-            from components.staging import ensure_demo
-
-            source = ensure_demo(args.demo_root)["inputs"]
-        uris = split_inputs(source, args.shards, args.out_prefix)
-        items: list[Any] = list(uris)
-        if args.outputs_prefix:
-            items = [
-                {"input": u, "output": storage.join(args.outputs_prefix, u.rsplit("/", 1)[-1])}
-                for u in uris
-            ]
-        text = json.dumps(items)
+        with StepTracker() as tracker:
+            text = _split(args)
+            tracker.log_params({"input": args.input, "shards": args.shards})
+            tracker.log_metric("shards", len(json.loads(text)))
         print(text)
         if args.list_out:
             args.list_out.parent.mkdir(parents=True, exist_ok=True)
             args.list_out.write_text(text)
         return 0
-    result = infer_shard(
+    with StepTracker() as tracker:
+        tracker.log_params(
+            {
+                "checkpoint": args.checkpoint,
+                "input": args.input,
+                "output": args.output,
+                "mode": args.mode,
+            }
+        )
+        result = _infer(args)
+        tracker.set_tags({"gangway.output": args.output, "gangway.skipped": result["skipped"]})
+        if result.get("mean_perplexity") is not None:
+            tracker.log_metric("mean_perplexity", result["mean_perplexity"])
+    emit(result, args.result_out)
+    return 0
+
+
+def _split(args: argparse.Namespace) -> str:
+    source = args.input
+    if source == "demo":
+        if not args.demo_root:
+            raise PermanentError("--input demo needs --demo-root URI")
+        from components.staging import ensure_demo
+
+        source = ensure_demo(args.demo_root)["inputs"]
+    uris = split_inputs(source, args.shards, args.out_prefix)
+    items: list[Any] = list(uris)
+    if args.outputs_prefix:
+        items = [
+            {"input": u, "output": storage.join(args.outputs_prefix, u.rsplit("/", 1)[-1])}
+            for u in uris
+        ]
+    return json.dumps(items)
+
+
+def _infer(args: argparse.Namespace) -> dict[str, Any]:
+    return infer_shard(
         args.checkpoint,
         args.input,
         args.output,
@@ -194,8 +220,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_new_tokens=args.max_new_tokens,
         cache_dir=args.cache_dir,
     )
-    emit(result, args.result_out)
-    return 0
 
 
 if __name__ == "__main__":

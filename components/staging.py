@@ -38,6 +38,7 @@ from typing import Any
 from components._cli import emit, main_wrapper
 from gangway import storage
 from gangway.errors import PermanentError
+from gangway.tracking import StepTracker
 
 __all__ = ["CORPUS_FORMAT", "StageResult", "build_demo_dataset", "ensure_demo", "stage"]
 
@@ -330,6 +331,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = ensure_demo(args.demo_root)["dataset"]
     if args.publish and args.publish_root:
         raise PermanentError("give --publish or --publish-root, not both")
+    with StepTracker() as tracker:
+        result = _stage_tracked(tracker, source, args)
+    for path, value in ((args.digest_out, result.digest), (args.corpus_out, result.published_uri)):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(value or "")
+    emit(asdict(result), args.result_out)
+    return 0
+
+
+def _stage_tracked(tracker: StepTracker, source: str, args: argparse.Namespace) -> StageResult:
+    tracker.log_params({"source": source, "val_fraction": args.val_fraction})
     result = stage(
         source,
         args.workdir,
@@ -339,12 +352,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         workers=args.workers,
         progress=True,
     )
-    for path, value in ((args.digest_out, result.digest), (args.corpus_out, result.published_uri)):
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(value or "")
-    emit(asdict(result), args.result_out)
-    return 0
+    tracker.log_dataset(name="corpus", digest=result.digest, source=source)
+    tracker.set_tags(
+        {
+            "gangway.dataset_digest": result.digest,
+            "gangway.corpus": result.published_uri or result.corpus_dir,
+        }
+    )
+    for key in ("documents", "train_tokens", "val_tokens", "files_copied", "bytes_copied"):
+        tracker.log_metric(key, float(getattr(result, key)))
+    return result
 
 
 if __name__ == "__main__":

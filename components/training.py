@@ -30,6 +30,7 @@ from typing import Any
 from components._cli import emit, main_wrapper, parse_overrides
 from components.config import TrainConfig, load_config
 from gangway.errors import Preempted, TransientError
+from gangway.tracking import StepTracker
 
 __all__ = ["train"]
 
@@ -58,9 +59,18 @@ def _log(rank: int, record: dict[str, Any]) -> None:
 
 
 def train(
-    cfg: TrainConfig, data_uri: str, checkpoints_uri: str, *, cache_dir: Path | None = None
+    cfg: TrainConfig,
+    data_uri: str,
+    checkpoints_uri: str,
+    *,
+    cache_dir: Path | None = None,
+    tracker: StepTracker | None = None,
 ) -> dict[str, Any]:
-    """Train to ``cfg.steps``, resuming from the newest complete checkpoint. Collective."""
+    """Train to ``cfg.steps``, resuming from the newest complete checkpoint. Collective.
+
+    ``tracker`` (rank 0's) receives params, metrics and every checkpoint for lineage.
+    """
+    track = tracker or StepTracker(env={})
     import torch
     import torch.distributed as dist
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -112,6 +122,15 @@ def train(
             )
             start = resumed_from = found.step
             _log(rank, {"event": "resumed", "step": start, "checkpoint": found.uri})
+        track.log_params(
+            {
+                "data": data_uri,
+                "checkpoints": checkpoints_uri,
+                "world_size": world,
+                **_flat(cfg.model_dump()),
+            }
+        )
+        track.log_dataset(name="corpus", digest=corpus.digest, source=data_uri)
         config = {
             "model": cfg.model.model_dump(),
             "train": cfg.model_dump(exclude={"model"}),
@@ -134,6 +153,7 @@ def train(
                 metadata={"loss": last_loss, "dataset_digest": corpus.digest},
             )
             saved.append({"step": step, "uri": ck.uri, "digest": ck.digest, "loss": last_loss})
+            track.set_tags({f"gangway.checkpoint.{step:08d}": json.dumps(saved[-1])})
             _log(rank, {"event": "checkpoint", "step": step, "uri": ck.uri})
             if cfg.keep_last and rank == 0:
                 checkpoints.prune(checkpoints_uri, cfg.keep_last)
@@ -176,6 +196,10 @@ def train(
             if done % cfg.log_every == 0 or done == cfg.steps:
                 last_loss = _mean_across_ranks(losses, device, distributed)
                 now = time.perf_counter()
+                track.log_metric("loss", last_loss, done)
+                track.log_metric(
+                    "tokens_per_s", tokens_per_step * len(losses) / (now - t_window), done
+                )
                 _log(
                     rank,
                     {
@@ -204,6 +228,16 @@ def train(
     finally:
         if distributed and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _seed_everything(seed: int) -> None:
@@ -256,8 +290,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     cfg = load_config(args.config, parse_overrides(args.overrides))
-    result = train(cfg, args.data, args.checkpoints, cache_dir=args.cache_dir)
-    if int(os.environ.get("RANK", "0")) == 0:
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    with StepTracker(env=None if rank0 else {}) as tracker:
+        result = train(cfg, args.data, args.checkpoints, cache_dir=args.cache_dir, tracker=tracker)
+        tracker.log_params({"resumed_from": result["resumed_from"]})
+    if rank0:
         emit(result, args.result_out)
     return 0
 

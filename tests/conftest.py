@@ -139,3 +139,50 @@ def trained(corpus_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     uri = f"file://{root}/ck"
     train(cfg, corpus_uri, uri, cache_dir=root / "cache")
     return uri
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real MLflow tracking server (sqlite backend) on 127.0.0.1, in its own process."""
+    root = tmp_path_factory.mktemp("mlflow")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{root}/mlflow.db",
+            "--default-artifact-root",
+            f"file://{root}/artifacts",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=(root / "server.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        import urllib.request
+
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "mlflow server did not start: " + (root / "server.log").read_text()[-2000:]
+                    ) from None
+                time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -83,6 +83,28 @@ def test_run_reference_pipeline_end_to_end(tmp_path: Path) -> None:
     assert len(ids) == len(set(ids))
     pods = sorted(p.name for p in (next((state / "runs").iterdir()) / "logs" / "train").iterdir())
     assert pods == ["master-0.log", "worker-0.log"]
+    _check_lineage(f"sqlite:///{state}/mlflow.db", run_dir.name)
+    assert f"mlflow ui --backend-store-uri sqlite:///{state}/mlflow.db" in res.stdout
+
+
+def _check_lineage(uri: str, workflow_uid: str) -> None:
+    """Every step left a child run under one parent run for the workflow."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("train-eval-infer")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], f"tags.gangway.workflow_uid = '{workflow_uid}'")
+    (parent,) = [r for r in runs if r.data.tags["gangway.kind"] == "workflow"]
+    assert parent.info.status == "FINISHED"
+    steps = sorted(
+        r.data.tags["gangway.step"] for r in runs if r.data.tags["gangway.kind"] == "step"
+    )
+    assert steps == ["evaluate", "infer", "infer", "infer", "split", "stage", "train"]
+    train = next(r for r in runs if r.data.tags.get("gangway.step") == "train")
+    losses = [m.value for m in client.get_metric_history(train.info.run_id, "loss")]
+    assert len(losses) >= 2 and losses[-1] < losses[0]
+    assert sum(k.startswith("gangway.checkpoint.") for k in train.data.tags) == 3
 
 
 def test_compile_writes_yaml(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ class Defaults:
 
     image: str = "ghcr.io/gangway/runtime:latest"
     storage_root: str = "s3://gangway-artifacts"
+    mlflow_tracking_uri: str = "http://mlflow.mlflow.svc:5000"
     service_account: str = "gangway-runner"
     queue: str = "default"
     priority_class: str = "gangway-normal"
@@ -87,7 +88,12 @@ def pipeline(
     ``parameters`` become workflow parameters (overridable with ``-p name=value``); ``image``
     and ``storage-root`` are always present.
     """
-    params = {"image": defaults.image, "storage-root": defaults.storage_root, **parameters}
+    params = {
+        "image": defaults.image,
+        "storage-root": defaults.storage_root,
+        "mlflow-tracking-uri": defaults.mlflow_tracking_uri,
+        **parameters,
+    }
     labels = {
         f"{LABEL_PREFIX}/team": team,
         f"{LABEL_PREFIX}/queue": queue or defaults.queue,
@@ -112,6 +118,17 @@ def pipeline(
         ),
         pod_metadata=m.Metadata(labels=labels),
     )
+
+
+def _tracking_env(step_name: str) -> list[m.EnvVar]:
+    """What a step needs to record its lineage (see :mod:`gangway.tracking`)."""
+    return [
+        m.EnvVar(name="MLFLOW_TRACKING_URI", value="{{workflow.parameters.mlflow-tracking-uri}}"),
+        m.EnvVar(name="GANGWAY_PIPELINE", value="{{workflow.labels.gangway.dev/pipeline}}"),
+        m.EnvVar(name="GANGWAY_WORKFLOW_NAME", value="{{workflow.name}}"),
+        m.EnvVar(name="GANGWAY_WORKFLOW_UID", value="{{workflow.uid}}"),
+        m.EnvVar(name="GANGWAY_STEP", value=step_name),
+    ]
 
 
 def _outputs(outputs: Sequence[str]) -> list[Parameter]:
@@ -140,6 +157,7 @@ def step(
         image="{{workflow.parameters.image}}",
         command=["python", "-m", module],
         args=list(args),
+        env=_tracking_env(name),
         inputs=[Parameter(name=i) for i in inputs],
         outputs=_outputs(outputs),
         resources=m.ResourceRequirements(requests=req, limits={"memory": req["memory"]}),
@@ -188,6 +206,7 @@ def gang_step(
         image="{{workflow.parameters.image}}",
         command=launch[:3],
         args=launch[3:],
+        env=_tracking_env(name),
         resources=m.ResourceRequirements(
             requests={**defaults.requests, **gpu_limits}, limits=gpu_limits
         ),

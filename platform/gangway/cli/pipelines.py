@@ -106,6 +106,8 @@ def run_cmd(
     }
     if "storage-root" in params:
         overrides.setdefault("storage-root", f"file://{root}/storage")
+    if "mlflow-tracking-uri" in params:
+        overrides.setdefault("mlflow-tracking-uri", f"sqlite:///{root}/mlflow.db")
     workflow = workflow_from_template(manifest, overrides)
     executor = LocalExecutor(workflow, root)
     done: list[NodeResult] = []
@@ -130,9 +132,20 @@ def run_cmd(
         result = executor.run()
     console.print(_table(result.nodes, f"{result.name}: {result.phase} in {result.seconds:.0f}s"))
     storage_root = result.parameters.get("storage-root", "")
-    console.print(f"run:     {storage_root}/runs/{result.uid}")
-    console.print(f"logs:    {result.state_dir}/logs")
-    console.print(f"params:  {json.dumps(result.parameters)}")
+    where = [f"run:     {storage_root}/runs/{result.uid}", f"logs:    {result.state_dir}/logs"]
+    tracking = result.parameters.get("mlflow-tracking-uri", "")
+    if tracking:
+        from gangway.tracking import finish_workflow
+
+        labels = workflow["metadata"].get("labels", {})
+        pipeline_name = labels.get("gangway.dev/pipeline", "adhoc")
+        parent = finish_workflow(tracking, pipeline_name, result.uid, result.phase)
+        where.append(f"mlflow:  experiment {pipeline_name!r}, workflow run {parent}")
+        if tracking.startswith("sqlite:"):
+            where.append(f"         mlflow ui --backend-store-uri {tracking}")
+    where.append(f"params:  {json.dumps(result.parameters)}")
+    for line in where:
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
     if result.phase != "Succeeded":
         bad = next((n for n in result.nodes if n.phase in ("Failed", "Error")), None)
         if bad is not None:

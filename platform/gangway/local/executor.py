@@ -175,6 +175,8 @@ class LocalExecutor:
             "workflow.serviceAccountName": str(self.spec.get("serviceAccountName", "")),
         }
         scope.update({f"workflow.parameters.{k}": v for k, v in self.params.items()})
+        labels = self.wf["metadata"].get("labels") or {}
+        scope.update({f"workflow.labels.{k}": str(v) for k, v in labels.items()})
         return scope
 
     def _dag_scope(self) -> dict[str, str]:

@@ -1,0 +1,77 @@
+"""Step lineage against a real MLflow tracking server (sqlite backend) started by a fixture."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from gangway.tracking import StepTracker, finish_workflow
+
+
+def _env(uri: str, uid: str, step: str) -> dict[str, str]:
+    return {
+        "MLFLOW_TRACKING_URI": uri,
+        "GANGWAY_PIPELINE": "p-test",
+        "GANGWAY_WORKFLOW_NAME": f"wf-{uid}",
+        "GANGWAY_WORKFLOW_UID": uid,
+        "GANGWAY_STEP": step,
+    }
+
+
+def test_steps_share_one_parent_run_per_workflow(mlflow_server: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    for step in ("stage", "train"):
+        with StepTracker(env=_env(mlflow_server, "u1", step)) as t:
+            t.log_params({"lr": 0.1})
+            t.log_metric("loss", 3.0, 1)
+            t.log_metric("loss", 2.0, 2)
+            if step == "stage":
+                t.log_dataset(name="corpus", digest="sha256:abc", source="file:///d")
+        assert t.run_id and t.url and t.url.startswith(mlflow_server)
+    client = MlflowClient(tracking_uri=mlflow_server)
+    exp = client.get_experiment_by_name("p-test")
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id], "tags.gangway.workflow_uid = 'u1'")
+    parents = [r for r in runs if r.data.tags["gangway.kind"] == "workflow"]
+    steps = [r for r in runs if r.data.tags["gangway.kind"] == "step"]
+    assert len(parents) == 1 and len(steps) == 2
+    assert {r.data.tags["mlflow.parentRunId"] for r in steps} == {parents[0].info.run_id}
+    train = next(r for r in steps if r.data.tags["gangway.step"] == "train")
+    history = client.get_metric_history(train.info.run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(1, 3.0), (2, 2.0)]
+    stage = next(r for r in steps if r.data.tags["gangway.step"] == "stage")
+    assert stage.inputs is not None
+    assert [d.dataset.digest for d in stage.inputs.dataset_inputs] == ["sha256:abc"]
+    assert finish_workflow(mlflow_server, "p-test", "u1", "Succeeded") == parents[0].info.run_id
+    assert client.get_run(parents[0].info.run_id).info.status == "FINISHED"
+
+
+def test_failed_step_is_recorded_as_failed(mlflow_server: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    with pytest.raises(RuntimeError), StepTracker(env=_env(mlflow_server, "u2", "x")) as t:
+        raise RuntimeError("boom")
+    assert t.run_id is not None
+    assert MlflowClient(tracking_uri=mlflow_server).get_run(t.run_id).info.status == "FAILED"
+
+
+def test_unreachable_server_never_fails_the_step(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    with StepTracker(env=_env(f"http://127.0.0.1:{port}", "u3", "x")) as t:
+        t.log_metric("loss", 1.0)
+    assert t.run_id is None
+    assert "lineage not recorded" in capsys.readouterr().err
+
+
+def test_tracking_is_off_without_a_tracking_uri(tmp_path: Path) -> None:
+    with StepTracker(env={}) as t:
+        t.log_metric("loss", 1.0)
+    assert not t.enabled and t.run_id is None
