@@ -69,11 +69,11 @@ def run(
     tmp: Path,
     overrides: dict[str, str] | None = None,
     sleeps: list[float] | None = None,
+    parallelism: int = 1,
 ) -> Any:
     wf = workflow_from_template(wt, overrides)
-    return LocalExecutor(
-        wf, tmp, sleep=(sleeps.append if sleeps is not None else lambda s: None)
-    ).run()
+    sleep = sleeps.append if sleeps is not None else lambda s: None
+    return LocalExecutor(wf, tmp, sleep=sleep, parallelism=parallelism).run()
 
 
 def test_dag_order_parameters_and_outputs(tmp_path: Path) -> None:
@@ -140,9 +140,9 @@ def test_fan_out_with_param_and_items(tmp_path: Path) -> None:
             },
         ],
     )
-    res = run(wt, tmp_path)
+    res = run(wt, tmp_path, parallelism=2)
     assert res.phase == "Succeeded"
-    fanned = [n for n in res.nodes if n.task == "each"]
+    fanned = sorted((n for n in res.nodes if n.task == "each"), key=lambda n: n.name)
     assert [n.outputs["o"] for n in fanned] == ["P", "Q"]
     assert len([n for n in res.nodes if n.task == "lit"]) == 3
 

@@ -88,6 +88,9 @@ def run_cmd(
     pipeline: PipelineArg,
     param: ParamOpt = None,
     state_dir: Annotated[Path, typer.Option(help="local state: storage, logs")] = Path(".gangway"),
+    parallelism: Annotated[
+        int, typer.Option(min=1, help="fanned-out steps run side by side, at most this many")
+    ] = 1,
 ) -> None:
     """Compile PIPELINE and execute the compiled workflow on this machine.
 
@@ -109,7 +112,7 @@ def run_cmd(
     if "mlflow-tracking-uri" in params:
         overrides.setdefault("mlflow-tracking-uri", f"sqlite:///{root}/mlflow.db")
     workflow = workflow_from_template(manifest, overrides)
-    executor = LocalExecutor(workflow, root)
+    executor = LocalExecutor(workflow, root, parallelism=parallelism)
     done: list[NodeResult] = []
     running: dict[str, NodeResult] = {}
     t0 = time.monotonic()

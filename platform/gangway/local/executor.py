@@ -8,9 +8,11 @@ import re
 import secrets
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,7 @@ class LocalExecutor:
         on_event: Callable[[NodeResult], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        parallelism: int | None = None,
     ) -> None:
         self.wf = workflow
         self.spec: dict[str, Any] = dict(workflow["spec"])
@@ -121,6 +124,10 @@ class LocalExecutor:
             for p in self.spec.get("arguments", {}).get("parameters", [])
         }
         self.nodes: list[NodeResult] = []
+        # Fanned-out items run one at a time unless asked: on a small machine, CPU-bound steps
+        # side by side only contend for the same cores.
+        self.parallelism = max(1, int(parallelism or self.spec.get("parallelism") or 1))
+        self._lock = threading.Lock()
         self.outputs: dict[str, dict[str, str]] = {}
         self.phases: dict[str, str] = {}
         self._check()
@@ -245,8 +252,13 @@ class LocalExecutor:
         return {d: {"Succeeded", "Skipped", "Daemoned"} for d in task.get("dependencies") or []}
 
     def _record(self, node: NodeResult) -> None:
-        self.nodes.append(node)
-        self.on_event(node)
+        with self._lock:
+            self.nodes.append(node)
+            self.on_event(node)
+
+    def _event(self, node: NodeResult) -> None:
+        with self._lock:
+            self.on_event(node)
 
     def _run_task(self, task: Mapping[str, Any]) -> str:
         name = str(task["name"])
@@ -281,13 +293,14 @@ class LocalExecutor:
             node = self._run_node(task, name, scope)
             self.outputs[name] = node.outputs
             return node.phase
-        results = []
-        for i, item in enumerate(items):
+
+        def one(i: int, item: Any) -> NodeResult:
             label = item if isinstance(item, str | int | float) else i
-            item_scope = {**scope, **_item_scope(item)}
-            results.append(self._run_node(task, f"{name}({i}:{label})", item_scope))
-            if results[-1].phase != "Succeeded":
-                break
+            return self._run_node(task, f"{name}({i}:{label})", {**scope, **_item_scope(item)})
+
+        # Fanned-out items run side by side (as Argo runs them) up to the parallelism limit.
+        with ThreadPoolExecutor(max_workers=self.parallelism) as pool:
+            results = list(pool.map(one, range(len(items)), items))
         keys = {k for r in results for k in r.outputs}
         self.outputs[name] = {k: json.dumps([r.outputs.get(k) for r in results]) for k in keys}
         ok = len(results) == len(items) and all(r.phase == "Succeeded" for r in results)
@@ -319,7 +332,7 @@ class LocalExecutor:
         limit = int(substitute(str(strategy.get("limit", 0)), tscope, where="retryStrategy.limit"))
         backoff = strategy.get("backoff") or {}
         started = self.clock()
-        self.on_event(node)
+        self._event(node)
         while True:
             node.attempts += 1
             status, code, message, outputs = self._attempt(template, tscope, node)
@@ -334,7 +347,7 @@ class LocalExecutor:
             if max_total is not None and self.clock() - started + delay > max_total:
                 break
             node.message = f"{message}; retry {node.attempts} in {delay:.0f}s"
-            self.on_event(node)
+            self._event(node)
             self.sleep(delay)
         node.phase = status
         node.seconds = round(self.clock() - started, 2)
@@ -452,7 +465,7 @@ class LocalExecutor:
 
         def restarted(n: int, why: str) -> None:
             node.message = f"gang restart {n}: {why}"
-            self.on_event(node)
+            self._event(node)
 
         outcome = run_volcano_job(
             manifest,
