@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gangway import __version__
-from gangway.cli import data, pipelines
+from gangway.cli import data, lint, pipelines
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
@@ -27,6 +27,7 @@ app = typer.Typer(
 )
 app.command("compile")(pipelines.compile_cmd)
 app.command("run")(pipelines.run_cmd)
+app.command("lint")(lint.lint_cmd)
 app.command("ls")(data.ls)
 
 

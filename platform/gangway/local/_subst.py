@@ -35,7 +35,7 @@ def substitute(text: str, scope: Mapping[str, str], *, where: str) -> str:
             return str(value).lower() if isinstance(value, bool) else str(value)
         if body not in scope:
             raise UnsupportedConstruct(
-                f"{where}: unknown variable {{{{{body}}}}}; the local executor knows "
+                f"{where}: unknown variable {{{{{body}}}}}; known here: "
                 + ", ".join(sorted(_families(scope)))
             )
         return scope[body]

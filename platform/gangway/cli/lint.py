@@ -1,0 +1,87 @@
+"""``gangway lint``: check pipelines and manifests against the CRDs before submitting."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.table import Table
+
+from gangway.cli._output import console
+from gangway.errors import PermanentError
+
+__all__ = ["lint_cmd"]
+
+
+def _objects(target: Path) -> list[dict[str, Any]]:
+    if target.suffix == ".py":
+        from gangway.compiler import compile_pipeline
+
+        return [compile_pipeline(target)]
+    if not target.is_file():
+        raise PermanentError(f"{target}: no such file (give a pipeline .py or a YAML manifest)")
+    try:
+        docs = [d for d in yaml.safe_load_all(target.read_text()) if d]
+    except yaml.YAMLError as e:
+        raise PermanentError(f"{target}: not valid YAML: {e}") from None
+    bad = [i for i, d in enumerate(docs) if not isinstance(d, dict)]
+    if bad:
+        raise PermanentError(f"{target}: document {bad[0] + 1} is not a Kubernetes object")
+    return docs
+
+
+def lint_cmd(
+    targets: Annotated[
+        list[Path], typer.Argument(help="pipeline files (.py) or manifests (.yaml)")
+    ],
+    crds: Annotated[
+        Path | None,
+        typer.Option(help="directory of CRD YAML files [env: GANGWAY_CRDS_DIR]"),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option(help="read the CRDs from this kube context's cluster instead")
+    ] = None,
+) -> None:
+    """Validate manifests against the installed CRDs, Argo's own rules and the platform's.
+
+    Every finding names the object, the field path and what to do; the exit code is 1 when
+    there is any error.
+    """
+    from gangway.lint import CrdSchemas, lint_manifest
+
+    crd_dir = crds or (
+        Path(os.environ["GANGWAY_CRDS_DIR"]) if os.environ.get("GANGWAY_CRDS_DIR") else None
+    )
+    if context is not None:
+        schemas = CrdSchemas.from_cluster(context)
+    elif crd_dir is not None:
+        schemas = CrdSchemas.from_dir(crd_dir)
+    else:
+        raise PermanentError(
+            "no CRDs to check against: pass --crds DIR (Argo + Volcano CRD "
+            "YAML), --context NAME, or set GANGWAY_CRDS_DIR"
+        )
+    findings = []
+    count = 0
+    for target in targets:
+        for obj in _objects(target):
+            count += 1
+            findings += [(target, f) for f in lint_manifest(obj, schemas)]
+    if findings:
+        table = Table(header_style="bold", show_lines=False)
+        for col in ("file", "object", "field", "problem"):
+            table.add_column(col, overflow="fold")
+        for target, f in findings:
+            colour = "red" if f.severity == "error" else "yellow"
+            table.add_row(str(target), f.obj, f.path, f"[{colour}]{f.message}[/]")
+        console.print(table)
+    errors = sum(f.severity == "error" for _, f in findings)
+    console.print(
+        f"{count} object(s) checked against {schemas.source}: {errors} error(s), "
+        f"{len(findings) - errors} warning(s)"
+    )
+    if errors:
+        raise typer.Exit(1)

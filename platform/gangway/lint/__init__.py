@@ -1,0 +1,146 @@
+"""``gangway lint``: what Argo and Volcano will say about a manifest, before submitting it.
+
+1. **Structure** — every object (Workflow, WorkflowTemplate, CronWorkflow, and the Volcano
+   Job inside each resource template) against the openAPIV3Schema of the installed CRDs
+   (:mod:`gangway.lint.crds`), unknown fields included.
+2. **Semantics** Argo checks — names, template and task references, declared parameters, DAG
+   cycles, retry policies, resource conditions (:mod:`gangway.lint.argo`).
+3. **Platform rules** — whole gangs, GPU type selection, Pod Security "restricted", secrets by
+   reference (:mod:`gangway.lint.platform_rules`).
+
+Volcano Jobs are checked as Argo would create them: the template's placeholders are filled
+from the calling task's arguments and the workflow parameters' defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from gangway.errors import PermanentError
+from gangway.lint._findings import Finding
+from gangway.lint.argo import check_workflow, workflow_spec
+from gangway.lint.crds import CrdSchemas
+from gangway.lint.platform_rules import check_gang, check_pod
+from gangway.lint.structural import validate_structure
+
+__all__ = ["CrdSchemas", "Finding", "lint_manifest"]
+
+WORKFLOW_KINDS = {"Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow"}
+
+
+def lint_manifest(obj: Mapping[str, Any], schemas: CrdSchemas) -> list[Finding]:
+    """Every finding for one manifest (errors and warnings), in a stable order."""
+    name = f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name', '?')}"
+    findings = validate_structure(dict(obj), schemas, name)
+    if obj.get("kind") not in WORKFLOW_KINDS:
+        return findings
+    findings += check_workflow(obj, name)
+    spec = workflow_spec(obj)
+    base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
+    for i, t in enumerate(spec.get("templates") or []):
+        tp = f"{base}.templates[{i}]"
+        body = t.get("container") or t.get("script")
+        if body is not None:
+            pod = {
+                "securityContext": {
+                    **(spec.get("securityContext") or {}),
+                    **(t.get("securityContext") or {}),
+                },
+                "nodeSelector": {
+                    **(spec.get("nodeSelector") or {}),
+                    **(t.get("nodeSelector") or {}),
+                },
+                "volumes": [*(spec.get("volumes") or []), *(t.get("volumes") or [])],
+            }
+            key = "container" if "container" in t else "script"
+            findings += check_pod([body], pod, tp, name, [f"{tp}.{key}"])
+        manifest = (t.get("resource") or {}).get("manifest")
+        if manifest:
+            labels = {
+                **((obj.get("metadata") or {}).get("labels") or {}),
+                **((spec.get("workflowMetadata") or {}).get("labels") or {}),
+            }
+            findings += _lint_resource(str(manifest), t, spec, labels, schemas, tp)
+    return _dedupe(findings)
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    """One finding per (object, field): the schema and Argo's rules may both catch a value."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in findings:
+        if (f.obj, f.path) not in seen:
+            seen.add((f.obj, f.path))
+            out.append(f)
+    return out
+
+
+def _lint_resource(
+    manifest: str,
+    template: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    labels: Mapping[str, str],
+    schemas: CrdSchemas,
+    tp: str,
+) -> list[Finding]:
+    from gangway.local._subst import substitute
+
+    where = f"resource in template {template.get('name')}"
+    scope = _lint_scope(template, spec)
+    scope.update({f"workflow.labels.{k}": str(v) for k, v in labels.items()})
+    try:
+        job = yaml.safe_load(substitute(manifest, scope, where=f"{tp}.resource.manifest"))
+    except PermanentError as e:
+        return [Finding(where, "manifest", str(e))]
+    except yaml.YAMLError as e:
+        return [Finding(where, "manifest", f"not valid YAML after substitution: {e}")]
+    if not isinstance(job, dict):
+        return [Finding(where, "manifest", "is not a Kubernetes object")]
+    name = f"{job.get('kind')} in template {template.get('name')}"
+    findings = validate_structure(job, schemas, name)
+    if job.get("apiVersion") == "batch.volcano.sh/v1alpha1" and job.get("kind") == "Job":
+        findings += check_gang(job, name)
+        for j, task in enumerate((job.get("spec") or {}).get("tasks") or []):
+            pod = (task.get("template") or {}).get("spec") or {}
+            path = f"spec.tasks[{j}].template.spec"
+            containers = pod.get("containers") or []
+            findings += check_pod(
+                containers,
+                pod,
+                path,
+                name,
+                [f"{path}.containers[{k}]" for k in range(len(containers))],
+            )
+    return findings
+
+
+def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, str]:
+    """Values Argo would substitute: workflow defaults and the first calling task's arguments."""
+    wf = {
+        p["name"]: str(p.get("value", ""))
+        for p in (spec.get("arguments") or {}).get("parameters") or []
+    }
+    scope = {
+        "workflow.name": "lint-workflow",
+        "workflow.uid": "00000000-0000-0000-0000-0",
+        "workflow.namespace": "default",
+    }
+    scope.update({f"workflow.parameters.{k}": v for k, v in wf.items()})
+    inputs = {
+        p["name"]: str(p.get("value", p.get("default", "x")))
+        for p in (template.get("inputs") or {}).get("parameters") or []
+    }
+    for t in spec.get("templates") or []:
+        for task in (t.get("dag") or {}).get("tasks") or []:
+            if task.get("template") == template.get("name"):
+                for a in (task.get("arguments") or {}).get("parameters") or []:
+                    v = str(a.get("value", ""))
+                    for k, val in wf.items():
+                        v = v.replace(f"{{{{workflow.parameters.{k}}}}}", val)
+                    inputs[a["name"]] = v if "{{" not in v else "placeholder"
+                break
+    scope.update({f"inputs.parameters.{k}": v for k, v in inputs.items()})
+    return scope

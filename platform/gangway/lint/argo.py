@@ -1,0 +1,217 @@
+"""Semantic checks Argo's controller would make before running a workflow."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from gangway.errors import PermanentError
+from gangway.lint._findings import Finding
+from gangway.local._conditions import depends_on, resource_condition
+
+__all__ = ["check_workflow", "workflow_spec"]
+
+_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]{0,127}$")
+_VAR = re.compile(r"\{\{\s*(=?)(.*?)\s*\}\}", re.S)
+_REF = re.compile(
+    r"(inputs\.parameters|workflow\.parameters|tasks\.([\w-]+)\.outputs\.parameters)"
+    r"(?:\.([\w-]+)|\[['\"]([\w-]+)['\"]\])"
+)
+RETRY_POLICIES = {"Always", "OnFailure", "OnError", "OnTransientError"}
+
+
+def workflow_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The Workflow spec of a Workflow/WorkflowTemplate, or of a CronWorkflow's template."""
+    spec = dict(obj.get("spec") or {})
+    if obj.get("kind") == "CronWorkflow":
+        return dict(spec.get("workflowSpec") or {})
+    return spec
+
+
+def _strings(node: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(node, str):
+        yield path, node
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _strings(v, f"{path}[{i}]")
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from _strings(v, f"{path}.{k}")
+
+
+def _refs(text: str) -> Iterator[tuple[str, str | None, str]]:
+    """(family, task or None, name) for every parameter reference inside ``{{...}}``."""
+    for m in _VAR.finditer(text):
+        for r in _REF.finditer(m.group(2)):
+            yield (
+                r.group(1).split(".")[0] if r.group(2) else r.group(1),
+                r.group(2),
+                (r.group(3) or r.group(4)),
+            )
+
+
+def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
+    """Names, references, DAG shape, retry policies and resource conditions."""
+    spec = workflow_spec(obj)
+    base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
+    out: list[Finding] = []
+    templates = {t.get("name"): t for t in spec.get("templates") or []}
+    wf_params = {p.get("name") for p in (spec.get("arguments") or {}).get("parameters") or []}
+    entry = spec.get("entrypoint")
+    if entry and entry not in templates and not spec.get("workflowTemplateRef"):
+        out.append(Finding(name, f"{base}.entrypoint", f"template {entry!r} does not exist"))
+    for i, t in enumerate(spec.get("templates") or []):
+        tp = f"{base}.templates[{i}]"
+        if not _NAME.match(str(t.get("name", ""))):
+            out.append(
+                Finding(
+                    name,
+                    f"{tp}.name",
+                    f"invalid template name {t.get('name')!r}: "
+                    "use letters, digits and '-', starting with a letter or digit",
+                )
+            )
+        inputs = {p.get("name") for p in (t.get("inputs") or {}).get("parameters") or []}
+        body = {k: v for k, v in t.items() if k != "dag"}
+        for path, text in _strings(body, tp):
+            for family, _task, ref in _refs(text):
+                if family == "inputs.parameters" and ref not in inputs:
+                    out.append(
+                        Finding(
+                            name,
+                            path,
+                            f"{{{{inputs.parameters.{ref}}}}} is not "
+                            f"declared in the inputs of template {t.get('name')!r}",
+                        )
+                    )
+                elif family == "workflow.parameters" and ref not in wf_params:
+                    out.append(
+                        Finding(
+                            name,
+                            path,
+                            f"{{{{workflow.parameters.{ref}}}}} is not a "
+                            "workflow parameter (spec.arguments.parameters)",
+                        )
+                    )
+        out += _check_retry(t.get("retryStrategy"), f"{tp}.retryStrategy", name)
+        res = t.get("resource") or {}
+        for cond in ("successCondition", "failureCondition"):
+            if res.get(cond):
+                try:
+                    resource_condition(str(res[cond]), {})
+                except PermanentError as e:
+                    out.append(Finding(name, f"{tp}.resource.{cond}", str(e)))
+        if "dag" in t:
+            out += _check_dag(t, tp, templates, wf_params, name)
+    return out
+
+
+def _check_retry(rs: Mapping[str, Any] | None, path: str, name: str) -> list[Finding]:
+    if not rs:
+        return []
+    out = []
+    policy = rs.get("retryPolicy")
+    if policy is not None and policy not in RETRY_POLICIES:
+        out.append(
+            Finding(
+                name,
+                f"{path}.retryPolicy",
+                f"{policy!r} is not one of {', '.join(sorted(RETRY_POLICIES))}",
+            )
+        )
+    limit = rs.get("limit")
+    if limit is not None and not (
+        isinstance(limit, int) or str(limit).isdigit() or "{{" in str(limit)
+    ):
+        out.append(Finding(name, f"{path}.limit", f"{limit!r} is not a number"))
+    return out
+
+
+def _check_dag(
+    t: Mapping[str, Any], tp: str, templates: Mapping[Any, Any], wf_params: set[Any], name: str
+) -> list[Finding]:
+    out: list[Finding] = []
+    tasks = (t.get("dag") or {}).get("tasks") or []
+    by_name = {task.get("name"): task for task in tasks}
+    graph: dict[str, set[str]] = {}
+    for j, task in enumerate(tasks):
+        path = f"{tp}.dag.tasks[{j}]"
+        tname = str(task.get("name", ""))
+        if not _NAME.match(tname):
+            out.append(Finding(name, f"{path}.name", f"invalid task name {tname!r}"))
+        if task.get("template") and task["template"] not in templates:
+            out.append(
+                Finding(name, f"{path}.template", f"template {task['template']!r} does not exist")
+            )
+        deps: set[str] = set(task.get("dependencies") or [])
+        if task.get("depends"):
+            try:
+                deps |= set(depends_on(str(task["depends"]), where=path))
+            except PermanentError:
+                deps |= set(re.findall(r"[A-Za-z0-9][\w-]*(?=\.|\s|$|\))", str(task["depends"])))
+        for d in sorted(deps):
+            if d not in by_name:
+                out.append(
+                    Finding(
+                        name,
+                        f"{path}.depends",
+                        f"depends on task {d!r}, which does not exist in this DAG",
+                    )
+                )
+        graph[tname] = {d for d in deps if d in by_name}
+        for spath, text in _strings(task, path):
+            for family, ref_task, ref in _refs(text):
+                if family == "workflow.parameters" and ref not in wf_params:
+                    out.append(
+                        Finding(
+                            name,
+                            spath,
+                            f"{{{{workflow.parameters.{ref}}}}} is not a workflow parameter",
+                        )
+                    )
+                if ref_task is not None:
+                    out += _check_task_output(ref_task, ref, by_name, templates, spath, name)
+    cycle = _cycle(graph)
+    if cycle:
+        out.append(Finding(name, f"{tp}.dag", "dependency cycle: " + " -> ".join(cycle)))
+    return out
+
+
+def _check_task_output(
+    task: str,
+    param: str,
+    by_name: Mapping[Any, Any],
+    templates: Mapping[Any, Any],
+    path: str,
+    name: str,
+) -> list[Finding]:
+    if task not in by_name:
+        return [Finding(name, path, f"refers to outputs of task {task!r}, which does not exist")]
+    tmpl = templates.get(by_name[task].get("template"), {})
+    outs = {p.get("name") for p in (tmpl.get("outputs") or {}).get("parameters") or []}
+    if param not in outs:
+        return [Finding(name, path, f"task {task!r} has no output parameter {param!r}")]
+    return []
+
+
+def _cycle(graph: Mapping[str, set[str]]) -> list[str]:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str]:
+        state[n] = 1
+        stack.append(n)
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 1:
+                return [*stack[stack.index(d) :], d]
+            if d not in state and (found := visit(d)):
+                return found
+        stack.pop()
+        state[n] = 2
+        return []
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)):
+            return found
+    return []

@@ -1,0 +1,122 @@
+"""CRD schemas: loaded from a directory of CRD YAML files or from a live cluster, and turned
+into JSON Schema for the ``jsonschema`` library.
+
+Kubernetes' structural-schema extensions are honoured: ``x-kubernetes-int-or-string`` accepts
+an integer or a string; ``x-kubernetes-preserve-unknown-fields`` keeps unknown fields;
+everywhere else an object with declared ``properties`` rejects unknown fields, as the API
+server's pruning would silently drop them — a typo is an error here, not a lost setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gangway.errors import NotFoundError, PermanentError
+
+__all__ = ["CrdSchemas", "to_json_schema"]
+
+_DROP = {
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-validations",
+    "x-kubernetes-embedded-resource",
+    "format",
+}
+
+
+def to_json_schema(node: Any) -> Any:
+    """Translate one OpenAPI v3 (structural) schema node to JSON Schema."""
+    if isinstance(node, list):
+        return [to_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {
+        k: to_json_schema(v)
+        for k, v in node.items()
+        if k not in _DROP and not k.startswith("x-kubernetes-")
+    }
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if node.get("nullable"):
+        out.pop("nullable", None)
+        if "type" in out:
+            out["type"] = [out["type"], "null"]
+    preserve = bool(node.get("x-kubernetes-preserve-unknown-fields"))
+    if "properties" in out and "additionalProperties" not in out and not preserve:
+        out["additionalProperties"] = False
+    return out
+
+
+@dataclass
+class CrdSchemas:
+    """JSON Schemas by (apiVersion, kind)."""
+
+    schemas: dict[tuple[str, str], dict[str, Any]]
+    source: str
+    _validators: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+
+    def get(self, api_version: str, kind: str) -> dict[str, Any] | None:
+        return self.schemas.get((api_version, kind))
+
+    def validator(self, api_version: str, kind: str) -> Any:
+        """A (cached) jsonschema validator for the kind, or None without a CRD for it."""
+        key = (api_version, kind)
+        if key not in self.schemas:
+            return None
+        if key not in self._validators:
+            from jsonschema import Draft202012Validator
+
+            self._validators[key] = Draft202012Validator(self.schemas[key])
+        return self._validators[key]
+
+    @classmethod
+    def from_documents(cls, docs: Iterable[Any], source: str) -> CrdSchemas:
+        schemas: dict[tuple[str, str], dict[str, Any]] = {}
+        for doc in docs:
+            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            spec = doc["spec"]
+            for version in spec.get("versions", []):
+                raw = (version.get("schema") or {}).get("openAPIV3Schema")
+                if raw:
+                    key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
+                    schemas[key] = to_json_schema(raw)
+        if not schemas:
+            raise PermanentError(f"{source}: no CustomResourceDefinition with an openAPIV3Schema")
+        return cls(schemas, source)
+
+    @classmethod
+    def from_dir(cls, path: Path) -> CrdSchemas:
+        """Every ``*.yaml`` CRD under ``path`` (recursively)."""
+        if not path.is_dir():
+            raise NotFoundError(f"--crds {path}: no such directory of CRD YAML files")
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        docs: list[Any] = []
+        for f in sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")]):
+            with f.open() as fh:
+                docs.extend(yaml.load_all(fh, Loader=loader))
+        return cls.from_documents(docs, str(path))
+
+    @classmethod
+    def from_cluster(cls, context: str | None) -> CrdSchemas:
+        """The CRDs installed in the cluster of kube ``context`` (apiextensions API)."""
+        from kubernetes import client, config
+
+        try:
+            api = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+        except Exception as e:
+            raise PermanentError(
+                f"cannot load kube context {context or '(current)'}: {e}; check KUBECONFIG"
+            ) from None
+        items = client.ApiextensionsV1Api(api).list_custom_resource_definition().items
+        docs = [api.sanitize_for_serialization(i) for i in items]
+        for d in docs:
+            d.setdefault("kind", "CustomResourceDefinition")
+        return cls.from_documents(docs, f"context {context or '(current)'}")

@@ -1,0 +1,301 @@
+"""``gangway lint`` against the upstream CRD schemas (Argo Workflows v4.0.10, Volcano v1.15.1).
+
+The CRD directory comes from ``GANGWAY_CRDS_DIR`` (``.ci/run`` points it at ``../shared/crds``);
+without it these tests skip and say why.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gangway.compiler import compile_pipeline
+from gangway.lint import CrdSchemas, Finding, lint_manifest
+from tests.conftest import REPO
+
+PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if p.name != "__init__.py")
+
+
+@pytest.fixture(scope="session")
+def schemas() -> CrdSchemas:
+    crds = os.environ.get("GANGWAY_CRDS_DIR")
+    if not crds:
+        pytest.skip(
+            "GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs "
+            "(.ci/run uses ../shared/crds)"
+        )
+    return CrdSchemas.from_dir(Path(crds))
+
+
+@pytest.fixture(scope="session")
+def compiled() -> dict[str, Any]:
+    return compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
+
+
+@pytest.mark.parametrize("path", PIPELINES, ids=[p.stem for p in PIPELINES])
+def test_every_pipeline_lints_clean(path: Path, schemas: CrdSchemas) -> None:
+    findings = lint_manifest(compile_pipeline(path), schemas)
+    assert findings == [], "\n".join(map(str, findings))
+
+
+def _template(wt: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for t in wt["spec"]["templates"] if t["name"] == name)
+
+
+def _dag(wt: dict[str, Any]) -> list[dict[str, Any]]:
+    tasks: list[dict[str, Any]] = _template(wt, "main")["dag"]["tasks"]
+    return tasks
+
+
+def _job_edit(edit: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """Apply ``edit`` to the Volcano Job inside the train template's manifest."""
+
+    def apply(wt: dict[str, Any]) -> None:
+        res = _template(wt, "train")["resource"]
+        job = yaml.safe_load(res["manifest"].replace("{{", "<<").replace("}}", ">>"))
+        edit(job)
+        res["manifest"] = (
+            yaml.safe_dump(job)
+            .replace("<<", "{{")
+            .replace(">>", "}}")
+            .replace("'{{inputs.parameters.nodes}}'", "{{inputs.parameters.nodes}}")
+            .replace(
+                "'{{=asInt(inputs.parameters.nodes) - 1}}'",
+                "{{=asInt(inputs.parameters.nodes) - 1}}",
+            )
+        )
+
+    return apply
+
+
+def _set(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
+    def apply(obj: dict[str, Any]) -> None:
+        node = obj
+        for p in path[:-1]:
+            node = node[p]
+        node[path[-1]] = value
+
+    return apply
+
+
+def _stage_container(wt: dict[str, Any]) -> dict[str, Any]:
+    c: dict[str, Any] = _template(wt, "stage")["container"]
+    return c
+
+
+CASES: list[Any] = [
+    pytest.param(
+        lambda wt: _template(wt, "stage")["retryStrategy"].update(retryPolicy="Sometimes"),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[0].retryStrategy.retryPolicy",
+        "not one of",
+        id="bad-retry-policy",
+    ),
+    pytest.param(
+        lambda wt: _dag(wt)[2].update(depends="stagee"),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[5].dag.tasks[2].depends",
+        "'stagee', which does not exist",
+        id="dangling-dependency",
+    ),
+    pytest.param(
+        lambda wt: _stage_container(wt).update(argz=["x"]),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[0].container.argz",
+        "unknown field 'argz'",
+        id="unknown-field",
+    ),
+    pytest.param(
+        lambda wt: _stage_container(wt)["args"].append("{{inputs.parameters.nope}}"),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[0].container.args[13]",
+        "inputs.parameters.nope}} is not declared",
+        id="undeclared-parameter",
+    ),
+    pytest.param(
+        lambda wt: _dag(wt)[0]["arguments"]["parameters"][0].update(
+            value="{{workflow.parameters.sauce}}"
+        ),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[5].dag.tasks[0].arguments.parameters[0].value",
+        "workflow.parameters.sauce}} is not a workflow parameter",
+        id="undeclared-workflow-parameter",
+    ),
+    pytest.param(
+        lambda wt: _dag(wt)[3]["arguments"]["parameters"][0].update(
+            value="{{tasks.train.outputs.parameters.best}}"
+        ),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[5].dag.tasks[3].arguments.parameters[0].value",
+        "task 'train' has no output parameter 'best'",
+        id="missing-task-output",
+    ),
+    pytest.param(
+        lambda wt: _dag(wt)[0].update(depends="infer"),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[5].dag",
+        "dependency cycle",
+        id="cycle",
+    ),
+    pytest.param(
+        lambda wt: _dag(wt)[0].update(template="no-such-template"),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[5].dag.tasks[0].template",
+        "'no-such-template' does not exist",
+        id="unknown-template",
+    ),
+    pytest.param(
+        lambda wt: _template(wt, "stage").update(name="Stage_1"),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[0].name",
+        "'Stage_1' does not match",
+        id="bad-name",
+    ),
+    pytest.param(
+        lambda wt: _template(wt, "train")["resource"].update(
+            successCondition="status.state.phase ~ Completed"
+        ),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[2].resource.successCondition",
+        "not supported",
+        id="unparseable-condition",
+    ),
+    pytest.param(
+        _job_edit(lambda j: j["spec"].pop("minAvailable")),
+        "Job in template train",
+        "spec.minAvailable",
+        "missing",
+        id="missing-minAvailable",
+    ),
+    pytest.param(
+        _job_edit(_set(["spec", "tasks", 0, "replicas"], 2)),
+        "Job in template train",
+        "spec.minAvailable",
+        "partial gang",
+        id="minAvailable-not-pod-count",
+    ),
+    pytest.param(
+        _job_edit(
+            _set(
+                [
+                    "spec",
+                    "tasks",
+                    0,
+                    "template",
+                    "spec",
+                    "containers",
+                    0,
+                    "securityContext",
+                    "privileged",
+                ],
+                True,
+            )
+        ),
+        "Job in template train",
+        "spec.tasks[0].template.spec.containers[0].securityContext.privileged",
+        "privileged containers are not allowed",
+        id="privileged-gang-pod",
+    ),
+    pytest.param(
+        lambda wt: _stage_container(wt)["securityContext"].update(allowPrivilegeEscalation=True),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[0].container.securityContext.allowPrivilegeEscalation",
+        "must be false",
+        id="privilege-escalation",
+    ),
+    pytest.param(
+        lambda wt: _stage_container(wt)["env"].append(
+            {"name": "AWS_SECRET_ACCESS_KEY", "value": "hunter2"}
+        ),
+        "WorkflowTemplate/train-eval-infer",
+        "spec.templates[0].container.env[5].value",
+        "use valueFrom.secretKeyRef",
+        id="literal-secret",
+    ),
+    pytest.param(
+        _job_edit(
+            _set(
+                [
+                    "spec",
+                    "tasks",
+                    0,
+                    "template",
+                    "spec",
+                    "containers",
+                    0,
+                    "resources",
+                    "limits",
+                    "nvidia.com/gpu",
+                ],
+                8,
+            )
+        ),
+        "Job in template train",
+        "spec.tasks[0].template.spec.nodeSelector",
+        "does not select a GPU type",
+        id="gpu-without-gpu-type",
+    ),
+    pytest.param(
+        _job_edit(_set(["spec", "queue"], 7)),
+        "Job in template train",
+        "spec.queue",
+        "is not of type",
+        id="job-field-type",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mutate", "obj", "path", "message"), CASES)
+def test_broken_manifests_are_caught_with_their_path(
+    compiled: dict[str, Any],
+    schemas: CrdSchemas,
+    mutate: Callable[[dict[str, Any]], None],
+    obj: str,
+    path: str,
+    message: str,
+) -> None:
+    wt = copy.deepcopy(compiled)
+    mutate(wt)
+    findings = lint_manifest(wt, schemas)
+    hits = [f for f in findings if f.obj == obj and f.path == path and message in f.message]
+    got = "\n".join(map(str, findings))
+    assert hits, f"expected a finding at {path}; got:\n{got}"
+
+
+def test_cli_exit_codes_and_output(
+    schemas: CrdSchemas, compiled: dict[str, Any], tmp_path: Path
+) -> None:
+    gangway = [sys.executable, "-c", "from gangway.cli import main; main()"]
+    env = {**os.environ, "COLUMNS": "200"}
+    ok = subprocess.run(
+        [*gangway, "lint", "pipelines/train_eval_infer.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "0 error(s)" in ok.stdout
+    broken = copy.deepcopy(compiled)
+    _template(broken, "stage")["retryStrategy"]["retryPolicy"] = "Sometimes"
+    f = tmp_path / "broken.yaml"
+    f.write_text(yaml.safe_dump(broken))
+    bad = subprocess.run(
+        [*gangway, "lint", str(f)], cwd=REPO, capture_output=True, text=True, env=env, check=False
+    )
+    assert bad.returncode == 1
+    assert "retryPolicy" in bad.stdout and "1 error(s)" in bad.stdout
+
+
+def test_findings_render_with_object_and_path() -> None:
+    f = Finding("WorkflowTemplate/x", "spec.entrypoint", "template 'm' does not exist")
+    assert str(f) == "error: WorkflowTemplate/x: spec.entrypoint: template 'm' does not exist"
