@@ -34,6 +34,12 @@ LABEL_PREFIX = "gangway.dev"
 SCRATCH = "/gangway"
 OUT_DIR = f"{SCRATCH}/out"
 LOG_LABEL = "workflows.argoproj.io/workflow"
+GANG_OUTPUTS = {
+    "job-name": "{.metadata.name}",
+    "job-phase": "{.status.state.phase}",
+    "job-restarts": "{.status.retryCount}",
+}
+"""What a gang step reports from its Volcano Job once it finishes."""
 
 
 @dataclass(frozen=True)
@@ -240,6 +246,9 @@ def gang_step(
         success_condition="status.state.phase == Completed",
         failure_condition="status.state.phase in (Failed,Aborted,Terminated)",
         inputs=[Parameter(name=i) for i in inputs],
+        outputs=[
+            Parameter(name=n, value_from=m.ValueFrom(json_path=p)) for n, p in GANG_OUTPUTS.items()
+        ],
         retry_strategy=retry_strategy("gang"),
     )
 

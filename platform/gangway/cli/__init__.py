@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gangway import __version__
-from gangway.cli import data, lint, pipelines
+from gangway.cli import cluster_cmds, data, lint, pipelines
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
@@ -28,6 +28,10 @@ app = typer.Typer(
 app.command("compile")(pipelines.compile_cmd)
 app.command("run")(pipelines.run_cmd)
 app.command("lint")(lint.lint_cmd)
+app.command("submit")(cluster_cmds.submit_cmd)
+app.command("deploy")(cluster_cmds.deploy_cmd)
+app.command("status")(cluster_cmds.status_cmd)
+app.command("logs")(cluster_cmds.logs_cmd)
 app.command("ls")(data.ls)
 
 

@@ -451,8 +451,6 @@ class LocalExecutor:
         where = f"template {template['name']}.resource"
         if res.get("action") != "create":
             raise UnsupportedConstruct(f"{where}: only action: create runs locally")
-        if (template.get("outputs") or {}).get("parameters"):
-            raise UnsupportedConstruct(f"{where}: outputs of resource templates are not supported")
         manifest = yaml.safe_load(substitute(str(res.get("manifest", "")), scope, where=where))
         if (manifest or {}).get("apiVersion") != "batch.volcano.sh/v1alpha1" or (
             manifest.get("kind") != "Job"
@@ -475,15 +473,36 @@ class LocalExecutor:
             base_env=dict(os.environ),
             on_restart=restarted,
         )
-        obj = {"status": {"state": {"phase": outcome.phase}}}
+        job_name = f"{manifest['metadata'].get('generateName', 'job-')}{node.attempts:05d}"
+        obj = {
+            "metadata": {"name": manifest["metadata"].get("name", job_name)},
+            "status": {"state": {"phase": outcome.phase}, "retryCount": outcome.restarts},
+        }
         msg = f"Volcano Job {outcome.phase}: {outcome.message}"
         if outcome.restarts:
             msg += f" ({outcome.restarts} gang restart(s))"
         if res.get("failureCondition") and resource_condition(res["failureCondition"], obj):
             return "Failed", None, msg, {}
         if res.get("successCondition") and resource_condition(res["successCondition"], obj):
-            return "Succeeded", None, msg, {}
+            return "Succeeded", None, msg, _json_path_outputs(template, obj)
         return "Failed", None, msg + " (neither success nor failure condition matched)", {}
+
+
+def _json_path_outputs(template: Mapping[str, Any], obj: Mapping[str, Any]) -> dict[str, str]:
+    """Output parameters of a resource template: ``valueFrom.jsonPath`` like ``{.a.b}``."""
+    outs = {}
+    for p in (template.get("outputs") or {}).get("parameters", []):
+        path = str((p.get("valueFrom") or {}).get("jsonPath", ""))
+        if not re.fullmatch(r"\{(\.[\w-]+)+\}", path):
+            raise UnsupportedConstruct(
+                f"template {template['name']}: output {p['name']}: only jsonPath like "
+                "'{.status.state.phase}' is supported locally"
+            )
+        node: Any = obj
+        for part in path[2:-1].split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        outs[p["name"]] = "" if node is None else str(node)
+    return outs
 
 
 @dataclass(frozen=True)

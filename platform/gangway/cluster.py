@@ -1,0 +1,100 @@
+"""Where the cluster is: connection settings from flags, the environment, or a config file.
+
+Precedence: an explicit ``--cluster NAME`` (looked up in the file named by ``GANGWAY_CONFIG``,
+under ``clusters:``), else the Argo CLI's own environment (``ARGO_SERVER``, ``ARGO_TOKEN``,
+``ARGO_NAMESPACE``, ``ARGO_INSECURE_SKIP_VERIFY``, ``ARGO_BASE_HREF``). Nothing configured is a
+clear error, never a guess.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gangway.errors import PermanentError
+
+__all__ = ["ClusterConfig", "resolve_cluster"]
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """How to reach one cluster's Argo server (and its kube context for pods and CRDs)."""
+
+    name: str
+    argo_server: str
+    namespace: str = "argo"
+    token: str | None = None
+    verify_ssl: bool = True
+    kube_context: str | None = None
+    ui_url: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        s = self.argo_server
+        return s if s.startswith(("http://", "https://")) else f"https://{s}"
+
+    def workflow_url(self, name: str, namespace: str | None = None) -> str:
+        """The Argo UI page of a workflow."""
+        base = (self.ui_url or self.base_url).rstrip("/")
+        return f"{base}/workflows/{namespace or self.namespace}/{name}"
+
+
+def _bool(v: str | None) -> bool:
+    return (v or "").lower() in ("1", "true", "yes")
+
+
+def resolve_cluster(name: str | None, env: Mapping[str, str] | None = None) -> ClusterConfig:
+    """The cluster to talk to (see the module docstring for precedence)."""
+    env = os.environ if env is None else env
+    if name:
+        path = env.get("GANGWAY_CONFIG")
+        if not path:
+            raise PermanentError(
+                f"--cluster {name}: set GANGWAY_CONFIG to the platform config "
+                "file that lists clusters"
+            )
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise PermanentError(f"GANGWAY_CONFIG={path}: cannot read it: {e}") from None
+        clusters = raw.get("clusters") or {}
+        if name not in clusters:
+            raise PermanentError(
+                f"--cluster {name}: not in {path}; known: "
+                + (", ".join(sorted(clusters)) or "none")
+            )
+        c = clusters[name]
+        if not c.get("argo_server"):
+            raise PermanentError(f"{path}: clusters.{name}.argo_server is required")
+        token_env = c.get("token_env")
+        return ClusterConfig(
+            name=name,
+            argo_server=str(c["argo_server"]),
+            namespace=str(c.get("namespace", "argo")),
+            token=env.get(token_env) if token_env else None,
+            verify_ssl=not c.get("insecure_skip_verify", False),
+            kube_context=c.get("kube_context"),
+            ui_url=c.get("ui_url"),
+        )
+    server = env.get("ARGO_SERVER")
+    if not server:
+        raise PermanentError(
+            "no cluster configured: set ARGO_SERVER (and ARGO_TOKEN, ARGO_NAMESPACE) as for the "
+            "argo CLI, or pass --cluster NAME with GANGWAY_CONFIG; use --dry-run to see the "
+            "objects without a cluster"
+        )
+    token = env.get("ARGO_TOKEN") or None
+    if token and not token.lower().startswith("bearer "):
+        token = f"Bearer {token}"
+    return ClusterConfig(
+        name="env",
+        argo_server=server,
+        namespace=env.get("ARGO_NAMESPACE", "argo"),
+        token=token,
+        verify_ssl=not _bool(env.get("ARGO_INSECURE_SKIP_VERIFY")),
+        ui_url=env.get("ARGO_BASE_HREF") or None,
+    )

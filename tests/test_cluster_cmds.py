@@ -1,0 +1,226 @@
+"""submit / deploy / status without a cluster: plans are pure, applying is create-or-update
+over a small in-memory Argo API, status renders an Argo API Workflow object; the on_cluster
+test submits the reference pipeline when a real cluster is configured."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gangway.cluster import resolve_cluster
+from gangway.compiler import compile_pipeline
+from gangway.errors import PermanentError
+from gangway.pods import select_pods
+from gangway.status import summarize
+from gangway.submission import apply_plan, deploy_plan, submit_plan
+from tests.conftest import REPO
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
+
+
+class InMemoryArgo:
+    """Stores objects like the Argo server does (resourceVersion, generateName)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.calls: list[str] = []
+
+    def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.objects.get((kind, name)))
+
+    def create(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        meta = obj["metadata"]
+        meta.setdefault("name", meta.get("generateName", "x-") + f"{len(self.objects):05d}")
+        meta["resourceVersion"] = "1"
+        self.objects[(obj["kind"], meta["name"])] = obj
+        self.calls.append(f"create {obj['kind']}")
+        return obj
+
+    def update(self, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+        current = self.objects[(obj["kind"], obj["metadata"]["name"])]
+        assert obj["metadata"]["resourceVersion"] == current["metadata"]["resourceVersion"]
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.objects[(obj["kind"], obj["metadata"]["name"])] = obj
+        self.calls.append(f"update {obj['kind']}")
+        return obj
+
+
+def test_submit_plan_is_template_then_workflow_from_it(template: dict[str, Any]) -> None:
+    plan = submit_plan(template, {"train-steps": "50"}, "research")
+    (wt,) = plan.upserts
+    assert wt["kind"] == "WorkflowTemplate" and wt["metadata"]["namespace"] == "research"
+    assert plan.run is not None
+    assert plan.run["spec"]["workflowTemplateRef"] == {"name": "train-eval-infer"}
+    assert plan.run["spec"]["arguments"]["parameters"] == [{"name": "train-steps", "value": "50"}]
+    assert plan.run["metadata"]["generateName"] == "train-eval-infer-"
+    with pytest.raises(PermanentError, match=r"unknown parameter.*trainsteps"):
+        submit_plan(template, {"trainsteps": "5"}, "research")
+
+
+def test_apply_is_create_or_update_and_idempotent(template: dict[str, Any]) -> None:
+    argo = InMemoryArgo()
+    done, _ = apply_plan(deploy_plan([template], "ns"), argo)
+    assert done == ["created WorkflowTemplate/train-eval-infer"]
+    done, _ = apply_plan(deploy_plan([template], "ns"), argo)
+    assert done == ["unchanged WorkflowTemplate/train-eval-infer"]
+    changed = copy.deepcopy(template)
+    changed["spec"]["arguments"]["parameters"][0]["value"] = "ghcr.io/gangway/runtime:v2"
+    done, _ = apply_plan(deploy_plan([changed], "ns"), argo)
+    assert done == ["updated WorkflowTemplate/train-eval-infer"]
+    done, wf = apply_plan(submit_plan(changed, {}, "ns"), argo)
+    assert wf is not None and wf["metadata"]["name"].startswith("train-eval-infer-")
+    assert argo.calls == ["create WorkflowTemplate", "update WorkflowTemplate", "create Workflow"]
+
+
+def test_deploy_refuses_a_plain_workflow(template: dict[str, Any]) -> None:
+    wf = {**template, "kind": "Workflow"}
+    with pytest.raises(PermanentError, match="use `gangway submit`"):
+        deploy_plan([wf], "ns")
+
+
+def test_status_summary_of_an_argo_workflow_object() -> None:
+    state = summarize(json.loads((DATA / "workflow_status.json").read_text()))
+    assert (state.name, state.phase, state.seconds) == ("train-eval-infer-x7k2p", "Failed", 570)
+    rows = {s.name: s for s in state.steps}
+    assert list(rows) == ["stage", "train", "evaluate", "infer"]
+    assert rows["stage"].attempts == 2 and rows["stage"].seconds == 70
+    assert rows["train"].outputs["job-phase"] == "Completed"
+    assert rows["train"].outputs["job-restarts"] == "1"
+    assert rows["evaluate"].phase == "Failed" and "No more retries" in rows["evaluate"].message
+    assert rows["infer"].attempts == 0 and rows["infer"].phase == "Omitted"
+
+
+def test_log_pod_selection_includes_gang_pods() -> None:
+    pods = [
+        {
+            "metadata": {
+                "name": "wf-stage-1",
+                "creationTimestamp": "2026-11-29T10:00:01Z",
+                "annotations": {"workflows.argoproj.io/node-name": "wf.stage(0)"},
+            }
+        },
+        {
+            "metadata": {
+                "name": "wf-train-q8z4w-master-0",
+                "creationTimestamp": "2026-11-29T10:01:13Z",
+                "labels": {"gangway.dev/step": "train"},
+            }
+        },
+        {
+            "metadata": {
+                "name": "wf-train-q8z4w-worker-0",
+                "creationTimestamp": "2026-11-29T10:01:14Z",
+                "labels": {"gangway.dev/step": "train"},
+            }
+        },
+    ]
+    assert select_pods(pods, None) == [
+        "wf-stage-1",
+        "wf-train-q8z4w-master-0",
+        "wf-train-q8z4w-worker-0",
+    ]
+    assert select_pods(pods, "train") == ["wf-train-q8z4w-master-0", "wf-train-q8z4w-worker-0"]
+    assert select_pods(pods, "stage") == ["wf-stage-1"]
+
+
+def test_cluster_from_env_and_config(tmp_path: Path) -> None:
+    c = resolve_cluster(
+        None,
+        {"ARGO_SERVER": "argo.example:2746", "ARGO_TOKEN": "abc", "ARGO_NAMESPACE": "research"},
+    )
+    assert (c.base_url, c.token, c.namespace) == (
+        "https://argo.example:2746",
+        "Bearer abc",
+        "research",
+    )
+    assert c.workflow_url("wf-1") == "https://argo.example:2746/workflows/research/wf-1"
+    cfg = tmp_path / "gangway.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {
+                    "east": {
+                        "argo_server": "https://argo-east",
+                        "namespace": "ml",
+                        "token_env": "EAST_TOKEN",
+                        "ui_url": "https://ui-east",
+                    }
+                }
+            }
+        )
+    )
+    east = resolve_cluster("east", {"GANGWAY_CONFIG": str(cfg), "EAST_TOKEN": "Bearer t"})
+    assert (east.namespace, east.token) == ("ml", "Bearer t")
+    assert east.workflow_url("wf") == "https://ui-east/workflows/ml/wf"
+    with pytest.raises(PermanentError, match="no cluster configured"):
+        resolve_cluster(None, {})
+    with pytest.raises(PermanentError, match="known: east"):
+        resolve_cluster("west", {"GANGWAY_CONFIG": str(cfg)})
+
+
+def _gangway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ARGO_")}
+    return subprocess.run(
+        [sys.executable, "-c", "from gangway.cli import main; main()", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**base, **(env or {})},
+    )
+
+
+def test_submit_dry_run_prints_the_exact_objects() -> None:
+    res = _gangway("submit", "pipelines/train_eval_infer.py", "-p", "nodes=4", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    wt, wf = [d for d in yaml.safe_load_all(res.stdout) if d]
+    assert wt["kind"] == "WorkflowTemplate" and wf["kind"] == "Workflow"
+    assert wf["spec"]["arguments"]["parameters"] == [{"name": "nodes", "value": "4"}]
+
+
+def test_without_a_cluster_the_error_says_what_to_set() -> None:
+    for cmd in (["submit", "pipelines/train_eval_infer.py"], ["status", "wf-1"]):
+        res = _gangway(*cmd)
+        assert res.returncode == 1
+        assert "no cluster configured" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.on_cluster
+def test_submit_reference_pipeline_to_a_real_cluster() -> None:
+    if not (os.environ.get("ARGO_SERVER") and os.environ.get("KUBECONFIG")):
+        pytest.skip(
+            "no cluster configured: set KUBECONFIG and ARGO_SERVER (Argo + Volcano) "
+            "to run the on_cluster tier"
+        )
+    from gangway.submission import HeraArgoApi
+
+    res = _gangway(
+        "submit", "pipelines/train_eval_infer.py", "-p", "train-steps=20", env=dict(os.environ)
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    name = res.stdout.split("submitted workflow ")[1].split()[0]
+    c = resolve_cluster(None)
+    api = HeraArgoApi(c.base_url, c.token, c.verify_ssl)
+    deadline = time.monotonic() + 1800
+    while time.monotonic() < deadline:
+        wf = api.get("Workflow", name, c.namespace)
+        if wf and (wf.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Error"):
+            break
+        time.sleep(10)
+    assert wf is not None and wf["status"]["phase"] == "Succeeded", wf
