@@ -49,6 +49,15 @@ def test_steps_share_one_parent_run_per_workflow(mlflow_server: str) -> None:
     assert client.get_run(parents[0].info.run_id).info.status == "FINISHED"
 
 
+def test_step_writes_its_run_url_output(mlflow_server: str, tmp_path: Path) -> None:
+    env = {**_env(mlflow_server, "u4", "evaluate"), "GANGWAY_OUTPUTS": str(tmp_path / "out")}
+    with StepTracker(env=env) as t:
+        t.log_metric("val_loss", 2.5, 100)
+    url = (tmp_path / "out" / "mlflow_run_url").read_text()
+    assert url == t.url and url.startswith(f"{mlflow_server}/#/experiments/")
+    assert url.endswith(f"/runs/{t.run_id}")
+
+
 def test_failed_step_is_recorded_as_failed(mlflow_server: str) -> None:
     from mlflow.tracking import MlflowClient
 

@@ -31,6 +31,7 @@ from gangway.volcano import pytorch_job
 __all__ = ["LABEL_PREFIX", "OUT_DIR", "SCRATCH", "Defaults", "gang_step", "pipeline", "step"]
 
 LABEL_PREFIX = "gangway.dev"
+RUN_URL_OUTPUT = "mlflow_run_url"
 SCRATCH = "/gangway"
 OUT_DIR = f"{SCRATCH}/out"
 LOG_LABEL = "workflows.argoproj.io/workflow"
@@ -134,11 +135,17 @@ def _tracking_env(step_name: str) -> list[m.EnvVar]:
         m.EnvVar(name="GANGWAY_WORKFLOW_NAME", value="{{workflow.name}}"),
         m.EnvVar(name="GANGWAY_WORKFLOW_UID", value="{{workflow.uid}}"),
         m.EnvVar(name="GANGWAY_STEP", value=step_name),
+        m.EnvVar(name="GANGWAY_OUTPUTS", value=OUT_DIR),
     ]
 
 
 def _outputs(outputs: Sequence[str]) -> list[Parameter]:
-    return [Parameter(name=o, value_from=m.ValueFrom(path=f"{OUT_DIR}/{o}")) for o in outputs]
+    declared = [Parameter(name=o, value_from=m.ValueFrom(path=f"{OUT_DIR}/{o}")) for o in outputs]
+    # Every step links to its MLflow run (empty when tracking is off).
+    link = Parameter(
+        name=RUN_URL_OUTPUT, value_from=m.ValueFrom(path=f"{OUT_DIR}/{RUN_URL_OUTPUT}", default="")
+    )
+    return [*declared, link]
 
 
 def step(

@@ -11,7 +11,8 @@ If MLflow cannot be reached the step still succeeds and says so on stderr: linea
 fail the work it describes.
 
 Environment read: ``MLFLOW_TRACKING_URI``, ``GANGWAY_PIPELINE``, ``GANGWAY_WORKFLOW_NAME``,
-``GANGWAY_WORKFLOW_UID``, ``GANGWAY_STEP``.
+``GANGWAY_WORKFLOW_UID``, ``GANGWAY_STEP``, and ``GANGWAY_OUTPUTS`` (where the step writes its
+``mlflow_run_url`` output parameter).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -47,6 +49,7 @@ class StepTracker:
         self.workflow = env.get("GANGWAY_WORKFLOW_NAME", "")
         self.workflow_uid = env.get("GANGWAY_WORKFLOW_UID", "")
         self.step = step or env.get("GANGWAY_STEP", "step")
+        self.outputs_dir = env.get("GANGWAY_OUTPUTS", "")
         self.params: dict[str, str] = {}
         self.tags: dict[str, str] = {}
         self.metrics: list[tuple[str, float, int, int]] = []
@@ -134,6 +137,10 @@ class StepTracker:
             )
         client.set_terminated(self.run_id, status=status)
         self.url = run_url(self.uri, exp_id, self.run_id)
+        if self.outputs_dir:
+            out = Path(self.outputs_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "mlflow_run_url").write_text(self.url)
 
     def _parent(self, client: Any, exp_id: str) -> str | None:
         """The workflow's parent run, created by whichever step gets there first."""
