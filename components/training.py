@@ -158,60 +158,70 @@ def train(
             if cfg.keep_last and rank == 0:
                 checkpoints.prune(checkpoints_uri, cfg.keep_last)
 
-        for step in range(start, cfg.steps):
-            if distributed:
-                flag.fill_(1.0 if stop.set else 0.0)
-                dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                stop.set = bool(flag.item())
-            if stop.set:
-                if step > (saved[-1]["step"] if saved else start):
-                    save(step)
-                _log(rank, {"event": "preempted", "step": step})
-                raise Preempted(f"SIGTERM at step {step}: checkpoint saved, exiting 143")
-            for group in opt.param_groups:
-                group["lr"] = _lr(cfg, step)
-            xb, yb = train_batch(
-                corpus.train,
-                seed=cfg.seed,
-                step=step,
-                rank=rank,
-                batch_size=cfg.batch_size,
-                block=cfg.model.block_size,
-            )
-            x = torch.from_numpy(xb).to(device, non_blocking=True)
-            y = torch.from_numpy(yb).to(device, non_blocking=True)
-            with torch.autocast(
-                device_type=device.type, dtype=torch.bfloat16, enabled=cuda and cfg.bf16
-            ):
-                logits = ddp(x)
-                loss = torch.nn.functional.cross_entropy(
-                    logits.float().view(-1, logits.size(-1)), y.view(-1)
+        try:
+            for step in range(start, cfg.steps):
+                if distributed:
+                    flag.fill_(1.0 if stop.set else 0.0)
+                    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+                    stop.set = bool(flag.item())
+                if stop.set:
+                    if step > (saved[-1]["step"] if saved else start):
+                        save(step)
+                    _log(rank, {"event": "preempted", "step": step})
+                    raise Preempted(f"SIGTERM at step {step}: checkpoint saved, exiting 143")
+                for group in opt.param_groups:
+                    group["lr"] = _lr(cfg, step)
+                xb, yb = train_batch(
+                    corpus.train,
+                    seed=cfg.seed,
+                    step=step,
+                    rank=rank,
+                    batch_size=cfg.batch_size,
+                    block=cfg.model.block_size,
                 )
-            loss.backward()  # type: ignore[no-untyped-call]
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            losses.append(float(loss.detach()))
-            done = step + 1
-            if done % cfg.log_every == 0 or done == cfg.steps:
-                last_loss = _mean_across_ranks(losses, device, distributed)
-                now = time.perf_counter()
-                track.log_metric("loss", last_loss, done)
-                track.log_metric(
-                    "tokens_per_s", tokens_per_step * len(losses) / (now - t_window), done
-                )
-                _log(
-                    rank,
-                    {
-                        "step": done,
-                        "loss": round(last_loss, 4),
-                        "lr": _lr(cfg, step),
-                        "tokens_per_s": round(tokens_per_step * len(losses) / (now - t_window)),
-                    },
-                )
-                losses, t_window = [], now
-            if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                save(done)
+                x = torch.from_numpy(xb).to(device, non_blocking=True)
+                y = torch.from_numpy(yb).to(device, non_blocking=True)
+                with torch.autocast(
+                    device_type=device.type, dtype=torch.bfloat16, enabled=cuda and cfg.bf16
+                ):
+                    logits = ddp(x)
+                    loss = torch.nn.functional.cross_entropy(
+                        logits.float().view(-1, logits.size(-1)), y.view(-1)
+                    )
+                loss.backward()  # type: ignore[no-untyped-call]
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                losses.append(float(loss.detach()))
+                done = step + 1
+                if done % cfg.log_every == 0 or done == cfg.steps:
+                    last_loss = _mean_across_ranks(losses, device, distributed)
+                    now = time.perf_counter()
+                    track.log_metric("loss", last_loss, done)
+                    track.log_metric(
+                        "tokens_per_s", tokens_per_step * len(losses) / (now - t_window), done
+                    )
+                    _log(
+                        rank,
+                        {
+                            "step": done,
+                            "loss": round(last_loss, 4),
+                            "lr": _lr(cfg, step),
+                            "tokens_per_s": round(tokens_per_step * len(losses) / (now - t_window)),
+                        },
+                    )
+                    losses, t_window = [], now
+                if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+                    save(done)
+        except RuntimeError as e:
+            if not distributed:
+                raise
+            # gloo/NCCL report a dead peer as a plain RuntimeError from the collective. In a
+            # gang that means another rank was lost: transient, the gang restarts and resumes.
+            raise TransientError(
+                f"a collective failed at step {step} (a peer rank was "
+                f"probably lost): {str(e).splitlines()[0][:300]}"
+            ) from e
         elapsed = time.perf_counter() - t_start
         steps_run = cfg.steps - start
         return {

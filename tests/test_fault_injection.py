@@ -1,0 +1,168 @@
+"""Fault injection on real processes (issue R1): during a local run of the reference pipeline,
+a training rank is sent SIGTERM or SIGKILL at a random moment. Every run must complete, end with
+weights equal to an uninterrupted run with the same seed, and lose at most one checkpoint
+interval of work per interruption. A few trials run by default; ``-m slow`` runs the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from components import checkpoints
+from gangway.compiler import compile_pipeline
+from gangway.local import LocalExecutor, RunResult, workflow_from_template
+from tests.conftest import REPO
+
+STEPS, EVERY = 45, 15
+PARAMS = {
+    "train-steps": str(STEPS),
+    "checkpoint-every": str(EVERY),
+    "shards": "1",
+    "log-every": "1",
+    "mlflow-tracking-uri": "",
+}
+
+
+def _run(state: Path, killer: Any = None) -> RunResult:
+    wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
+    wf = workflow_from_template(wt, {**PARAMS, "storage-root": f"file://{state}/storage"})
+    ex = LocalExecutor(wf, state, sleep=lambda s: None)
+    if killer is not None:
+        threading.Thread(target=killer, args=(ex.root,), daemon=True).start()
+    return ex.run()
+
+
+def _weights(state: Path, uid: str) -> dict[str, torch.Tensor]:
+    from components._loading import load_model
+
+    last = checkpoints.latest(f"file://{state}/storage/runs/{uid}/checkpoints/train")
+    assert last is not None and last.step == STEPS
+    return load_model(last, state / "cache").state_dict()
+
+
+def _training_workers() -> list[int]:
+    """PIDs of torchrun worker processes (not the agents, not the launcher)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = b" ".join(cmd)
+        if (
+            b"components.training" in text
+            and b"torch.distributed.run" not in text
+            and (b"components.launch" not in text)
+            and b"-m" in cmd
+        ):
+            pids.append(int(proc.name))
+    return pids
+
+
+def _logged_steps(root: Path) -> list[tuple[str, int]]:
+    """(kind, step) events from the gang's pod logs, in order: 'step' and 'resumed'."""
+    events = []
+    for log in sorted((root / "logs" / "train").glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if "loss" in rec and "step" in rec:
+                events.append(("step", int(rec["step"])))
+            elif rec.get("event") == "resumed":
+                events.append(("resumed", int(rec["step"])))
+    return events
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
+    state = tmp_path_factory.mktemp("baseline")
+    res = _run(state)
+    assert res.phase == "Succeeded", [(n.name, n.message) for n in res.nodes]
+    return _weights(state, res.uid)
+
+
+def _trial(seed: int, sig: signal.Signals, tmp: Path, baseline: dict[str, torch.Tensor]) -> int:
+    rng = random.Random(seed)
+    target = rng.randint(3, STEPS - 5)  # the step after which the rank is hit
+    hit: dict[str, Any] = {}
+
+    def killer(root: Path) -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            done = [s for k, s in _logged_steps(root) if k == "step"] if root.exists() else []
+            workers = _training_workers()
+            if done and done[-1] >= target and workers:
+                victim = rng.choice(workers)
+                hit.update(step=done[-1], pid=victim)
+                os.kill(victim, sig)
+                return
+            time.sleep(0.02)
+
+    res = _run(tmp, killer)
+    assert res.phase == "Succeeded", [(n.name, n.phase, n.message) for n in res.nodes]
+    assert hit, "the rank was never hit (training finished before the target step?)"
+    train = next(n for n in res.nodes if n.task == "train")
+    assert "gang restart 1" in train.message or "1 gang restart" in train.message, train.message
+    events = _logged_steps(next((tmp / "runs").iterdir()))
+    resumed = [s for k, s in events if k == "resumed"]
+    assert len(resumed) <= 1, events  # none when hit before the first checkpoint: from step 0
+    # Progress at the moment of the hit (logged every step) minus where training resumed.
+    lost = max(0, int(hit["step"]) - (resumed[0] if resumed else 0))
+    assert lost <= EVERY, f"lost {lost} steps (> one checkpoint interval of {EVERY})"
+    got = _weights(tmp, res.uid)
+    assert all(torch.equal(baseline[k], got[k]) for k in baseline), "weights differ"
+    print(
+        f"\nfault {sig.name} at step {hit['step']}: resumed at "
+        f"{resumed[0] if resumed else 0}, lost {lost} step(s), train {train.seconds:.1f}s"
+    )
+    return lost
+
+
+def _cases(n: int, offset: int) -> list[Any]:
+    sigs = [signal.SIGTERM, signal.SIGKILL]
+    return [
+        pytest.param(offset + i, sigs[i % 2], id=f"{sigs[i % 2].name}-{offset + i}")
+        for i in range(n)
+    ]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("seed", "sig"), _cases(2, 0))
+def test_rank_interrupted_run_completes_identically(
+    seed: int, sig: signal.Signals, tmp_path: Path, baseline: dict[str, torch.Tensor]
+) -> None:
+    lost = _trial(seed, sig, tmp_path, baseline)
+    if sig == signal.SIGTERM:
+        assert lost == 0, "SIGTERM saves a checkpoint at the current step"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seed", "sig"), _cases(18, 100))
+def test_rank_interrupted_run_completes_identically_many(
+    seed: int, sig: signal.Signals, tmp_path: Path, baseline: dict[str, torch.Tensor]
+) -> None:
+    _trial(seed, sig, tmp_path, baseline)
+
+
+def test_resume_matcher_parses_pod_logs(tmp_path: Path) -> None:
+    logs = tmp_path / "logs" / "train"
+    logs.mkdir(parents=True)
+    (logs / "master-0.log").write_text(
+        '{"step": 5, "loss": 1.0}\nnoise\n{"event": "resumed", "step": 4}\n'
+    )
+    assert _logged_steps(tmp_path) == [("step", 5), ("resumed", 4)]
