@@ -154,6 +154,7 @@ def run_volcano_job(
             log.close()
         action, reason, codes = _watch(pods, tasks, job_policies)
         _stop(pods)
+        reason += _first_error(log_dir, [name for name, c in codes.items() if c != 0])
         if action == "CompleteJob":
             return GangOutcome("Completed", restarts, codes, reason)
         if action == "RestartJob" and restarts < max_retry:
@@ -165,6 +166,22 @@ def run_volcano_job(
         if action == "RestartJob":
             reason += f"; gave up after maxRetry={max_retry} restarts"
         return GangOutcome(phase, restarts, codes, reason)
+
+
+def _first_error(log_dir: Path, pods: list[str]) -> str:
+    """The ``error:`` line a failed pod printed (what the user must fix), if any."""
+    for name in pods:
+        log = log_dir / f"{name}.log"
+        if log.is_file():
+            lines = log.read_text(errors="replace").splitlines()
+            starts = [i for i, ln in enumerate(lines) if ln.startswith("error:")]
+            if starts:
+                i = starts[-1]
+                detail = [lines[i]]
+                if lines[i].endswith(":"):  # a multi-line error lists its items indented
+                    detail += [ln.strip() for ln in lines[i + 1 : i + 6] if ln.startswith("  ")]
+                return f" ({name}: {' '.join(detail)[:400]})"
+    return ""
 
 
 def _watch(
