@@ -96,7 +96,13 @@ def save(
     existing = storage.read_manifest(uri)
     if existing is not None:
         return Checkpoint(uri, step, existing.digest, existing.metadata)
-    stage = Path(tempfile.mkdtemp(prefix=f"gangway-ckpt-{step}-r{rank}-"))
+    loc = storage.parse(root)
+    # For file:// roots, stage beside the checkpoints (a hidden temporary) so that publishing
+    # is a rename, not a second copy of every byte.
+    near = loc.path if loc.scheme == "file" else None
+    if near is not None:
+        near.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".step-{step:08d}.tmp-r{rank}-", dir=near))
     try:
         dcp_save(state, storage_writer=FileSystemWriter(str(stage)))
         (stage / "rng").mkdir()
@@ -105,7 +111,7 @@ def save(
         (stage / "rng" / f"rank{rank}.pt").write_bytes(buf.getvalue())
         if rank == 0:
             (stage / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True))
-        parts = storage.upload_parts(stage, uri)
+        parts = storage.upload_parts(stage, uri, move=near is not None)
         gathered: list[dict[str, Any]] = [{} for _ in range(world)]
         if world > 1:
             dist.all_gather_object(gathered, parts)

@@ -49,8 +49,9 @@ def _weights(state: Path, uid: str) -> dict[str, torch.Tensor]:
     return load_model(last, state / "cache").state_dict()
 
 
-def _training_workers() -> list[int]:
-    """PIDs of torchrun worker processes (not the agents, not the launcher)."""
+def _training_workers(marker: str) -> list[int]:
+    """PIDs of this run's torchrun workers (not the agents, not the launcher): their command
+    line holds ``marker``, the run's own storage path."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -61,7 +62,8 @@ def _training_workers() -> list[int]:
             continue
         text = b" ".join(cmd)
         if (
-            b"components.training" in text
+            marker.encode() in text
+            and b"components.training" in text
             and b"torch.distributed.run" not in text
             and (b"components.launch" not in text)
             and b"-m" in cmd
@@ -105,7 +107,7 @@ def _trial(seed: int, sig: signal.Signals, tmp: Path, baseline: dict[str, torch.
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             done = [s for k, s in _logged_steps(root) if k == "step"] if root.exists() else []
-            workers = _training_workers()
+            workers = _training_workers(str(root.parent.parent / "storage"))
             if done and done[-1] >= target and workers:
                 victim = rng.choice(workers)
                 hit.update(step=done[-1], pid=victim)

@@ -261,17 +261,22 @@ def _publish_s3(
 
 
 def upload_parts(
-    local_dir: Path, uri: str, *, workers: int = DEFAULT_WORKERS
+    local_dir: Path, uri: str, *, workers: int = DEFAULT_WORKERS, move: bool = False
 ) -> dict[str, dict[str, Any]]:
     """Copy one writer's share of a directory under ``uri`` without committing it.
 
     For directories written by several processes (one checkpoint from many ranks): each
     uploads its parts and returns their manifest entries; one process then gathers the entries
     and calls :func:`commit_manifest`. Until then readers treat the directory as absent.
+    ``move=True`` renames local files into a ``file://`` destination on the same filesystem.
     """
     part = build_manifest(local_dir)
     loc = parse(uri)
-    if loc.scheme == "file":
+    if loc.scheme == "file" and move:  # same filesystem: rename, don't copy
+        for k in part.files:
+            (loc.path / k).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(local_dir / k, loc.path / k)
+    elif loc.scheme == "file":
         _local.copy_files([(local_dir / k, loc.path / k) for k in part.files], workers)
     else:
         pairs = [(local_dir / k, loc.child(k).key) for k in part.files]
