@@ -19,6 +19,8 @@ ClusterOpt = Annotated[
     str | None, typer.Option(help="cluster name from GANGWAY_CONFIG (default: ARGO_* env)")
 ]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="print the objects, send nothing")]
+NamespaceOpt = Annotated[str | None, typer.Option(help="defaults to the cluster's")]
+ManifestArg = Annotated[Path, typer.Argument(help="a pipeline file (.py) or YAML manifests")]
 
 
 def _manifests(path: Path) -> list[dict[str, Any]]:
@@ -53,11 +55,20 @@ def _print_objects(objs: list[dict[str, Any]]) -> None:
     typer.echo(yaml.safe_dump_all(objs, sort_keys=False), nl=False)
 
 
+def _connect(cluster: str | None) -> tuple[Any, Any]:
+    """The cluster's settings and an Argo API client for it."""
+    from gangway.cluster import resolve_cluster
+    from gangway.submission import HeraArgoApi
+
+    c = resolve_cluster(cluster)
+    return c, HeraArgoApi(c.base_url, c.token, c.verify_ssl)
+
+
 def submit_cmd(
-    pipeline: Annotated[Path, typer.Argument(help="a pipeline file (.py) or its YAML")],
+    pipeline: ManifestArg,
     param: Annotated[list[str] | None, typer.Option("-p", "--param", help="name=value")] = None,
     cluster: ClusterOpt = None,
-    namespace: Annotated[str | None, typer.Option(help="defaults to the cluster's")] = None,
+    namespace: NamespaceOpt = None,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Lint, create-or-update the WorkflowTemplate, and start a Workflow from it."""
@@ -70,12 +81,11 @@ def submit_cmd(
         plan = submit_plan(objs[0], _params(param), namespace or "argo")
         _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
         return
-    from gangway.cluster import resolve_cluster
-    from gangway.submission import HeraArgoApi, apply_plan
+    from gangway.submission import apply_plan
 
-    c = resolve_cluster(cluster)
+    c, api = _connect(cluster)
     plan = submit_plan(objs[0], _params(param), namespace or c.namespace)
-    done, created = apply_plan(plan, HeraArgoApi(c.base_url, c.token, c.verify_ssl))
+    done, created = apply_plan(plan, api)
     for line in done:
         console.print(line)
     name = (created or {}).get("metadata", {}).get("name", "?")
@@ -85,9 +95,9 @@ def submit_cmd(
 
 
 def deploy_cmd(
-    pipeline: Annotated[Path, typer.Argument(help="a pipeline file (.py) or YAML manifests")],
+    pipeline: ManifestArg,
     cluster: ClusterOpt = None,
-    namespace: Annotated[str | None, typer.Option(help="defaults to the cluster's")] = None,
+    namespace: NamespaceOpt = None,
     dry_run: DryRunOpt = False,
 ) -> None:
     """Create-or-update WorkflowTemplates and CronWorkflows (running it twice changes nothing)."""
@@ -98,13 +108,10 @@ def deploy_cmd(
     if dry_run:
         _print_objects(deploy_plan(objs, namespace or "argo").upserts)
         return
-    from gangway.cluster import resolve_cluster
-    from gangway.submission import HeraArgoApi, apply_plan
+    from gangway.submission import apply_plan
 
-    c = resolve_cluster(cluster)
-    done, _ = apply_plan(
-        deploy_plan(objs, namespace or c.namespace), HeraArgoApi(c.base_url, c.token, c.verify_ssl)
-    )
+    c, api = _connect(cluster)
+    done, _ = apply_plan(deploy_plan(objs, namespace or c.namespace), api)
     for line in done:
         console.print(line)
 
@@ -133,16 +140,13 @@ def render_status(wf: dict[str, Any]) -> Table:
 def status_cmd(
     workflow: Annotated[str, typer.Argument(help="workflow name")],
     cluster: ClusterOpt = None,
-    namespace: Annotated[str | None, typer.Option(help="defaults to the cluster's")] = None,
+    namespace: NamespaceOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the raw Workflow")] = False,
 ) -> None:
     """Steps, phases, durations, retries and the gang's Volcano Job state of a workflow."""
-    from gangway.cluster import resolve_cluster
-    from gangway.submission import HeraArgoApi
-
-    c = resolve_cluster(cluster)
+    c, api = _connect(cluster)
     ns = namespace or c.namespace
-    wf = HeraArgoApi(c.base_url, c.token, c.verify_ssl).get("Workflow", workflow, ns)
+    wf = api.get("Workflow", workflow, ns)
     if wf is None:
         raise PermanentError(f"workflow {workflow} not found in namespace {ns}")
     if as_json:
@@ -156,7 +160,7 @@ def logs_cmd(
     workflow: Annotated[str, typer.Argument(help="workflow name")],
     step: Annotated[str | None, typer.Option(help="only this step (template name)")] = None,
     cluster: ClusterOpt = None,
-    namespace: Annotated[str | None, typer.Option(help="defaults to the cluster's")] = None,
+    namespace: NamespaceOpt = None,
 ) -> None:
     """Logs of a workflow's pods, the gang's pods included (they carry the workflow label)."""
     from gangway.cluster import resolve_cluster

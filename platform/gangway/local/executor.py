@@ -212,29 +212,13 @@ class LocalExecutor:
             name = ready[0]
             pending.remove(name)
             if not all(self.phases[d] in ok for d, ok in deps[name].items()):
-                self._record(
-                    NodeResult(
-                        name,
-                        name,
-                        by_name[name]["template"],
-                        phase="Omitted",
-                        message="a dependency did not end as required",
-                    )
-                )
+                self._omit(by_name[name], "a dependency did not end as required")
                 self.phases[name] = "Omitted"
                 continue
             self.phases[name] = self._run_task(by_name[name])
             failed = self.phases[name] not in ("Succeeded", "Skipped")
         for name in pending:
-            self._record(
-                NodeResult(
-                    name,
-                    name,
-                    by_name[name]["template"],
-                    phase="Omitted",
-                    message="not run: the workflow failed first",
-                )
-            )
+            self._omit(by_name[name], "not run: the workflow failed first")
         phase = "Failed" if failed else "Succeeded"
         return RunResult(
             self.name,
@@ -250,6 +234,10 @@ class LocalExecutor:
         if task.get("depends"):
             return depends_on(str(task["depends"]), where=f"task {task['name']}")
         return {d: {"Succeeded", "Skipped", "Daemoned"} for d in task.get("dependencies") or []}
+
+    def _omit(self, task: Mapping[str, Any], why: str) -> None:
+        name = str(task["name"])
+        self._record(NodeResult(name, name, str(task["template"]), phase="Omitted", message=why))
 
     def _record(self, node: NodeResult) -> None:
         with self._lock:
