@@ -163,7 +163,8 @@ def train(
                 if distributed:
                     flag.fill_(1.0 if stop.set else 0.0)
                     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                    stop.set = bool(flag.item())
+                    # Never clear a flag the handler set while the all-reduce was in flight.
+                    stop.set = stop.set or bool(flag.item())
                 if stop.set:
                     if step > (saved[-1]["step"] if saved else start):
                         save(step)
