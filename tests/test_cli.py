@@ -134,3 +134,29 @@ def test_run_rejects_unknown_parameter(tmp_path: Path) -> None:
     )
     assert res.returncode == 1
     assert "unknown parameter(s) trian-steps" in res.stderr and "train-steps" in res.stderr
+
+
+def test_run_hera_runner_script_with_pydantic_io(tmp_path: Path) -> None:
+    """A Hera RunnerScriptConstructor step with Pydantic IO runs locally like in a container."""
+    (tmp_path / "runner_pipe.py").write_text(
+        "from hera.shared import global_config\n"
+        "from hera.workflows import DAG, Input, Output, RunnerScriptConstructor, script\n"
+        "from gangway.pipeline import pipeline\n"
+        "global_config.experimental_features['script_pydantic_io'] = True\n"
+        "class Params(Input):\n    a: int = 2\n    b: int = 3\n"
+        "class Result(Output):\n    total: int\n"
+        "@script(constructor=RunnerScriptConstructor(), image='{{workflow.parameters.image}}')\n"
+        "def add(p: Params) -> Result:\n    return Result(total=p.a + p.b)\n"
+        "with pipeline('runner-demo', team='t', title='t', description='d', parameters={}) as w:\n"
+        "    with DAG(name='main'):\n        add(arguments={'a': 5, 'b': 7})\n"
+    )
+    res = gangway(
+        "run",
+        str(tmp_path / "runner_pipe.py"),
+        "--state-dir",
+        str(tmp_path / "st"),
+        "-p",
+        "mlflow-tracking-uri=",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "total=12" in res.stdout

@@ -12,7 +12,7 @@ import yaml
 
 from gangway.errors import NotFoundError, PermanentError
 
-__all__ = ["compile_pipeline", "load_pipeline", "to_yaml"]
+__all__ = ["compile_pipeline", "import_root", "load_pipeline", "to_yaml"]
 
 
 def load_pipeline(path: Path) -> Any:
@@ -21,7 +21,9 @@ def load_pipeline(path: Path) -> Any:
 
     if not path.is_file():
         raise NotFoundError(f"{path}: no such pipeline file")
-    name = f"_gangway_pipeline_{path.stem}"
+    name, root = _module_name(path.resolve())
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise PermanentError(f"{path}: not a Python file")
@@ -42,6 +44,25 @@ def load_pipeline(path: Path) -> Any:
             "exactly one WorkflowTemplate (or Workflow/CronWorkflow)"
         )
     return found[0]
+
+
+def _module_name(path: Path) -> tuple[str, Path]:
+    """The importable name of a pipeline file and the directory it is importable from.
+
+    ``pipelines/x.py`` inside a package is ``pipelines.x`` (so Hera's runner scripts name an
+    entry point the container can import); a loose file is its stem.
+    """
+    parts = [path.stem]
+    parent = path.parent
+    while (parent / "__init__.py").is_file():
+        parts.insert(0, parent.name)
+        parent = parent.parent
+    return ".".join(parts), parent
+
+
+def import_root(path: Path) -> Path:
+    """The directory from which the pipeline file is importable as a module."""
+    return _module_name(path.resolve())[1]
 
 
 def compile_pipeline(path: Path) -> dict[str, Any]:

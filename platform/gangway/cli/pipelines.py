@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -112,7 +113,14 @@ def run_cmd(
     if "mlflow-tracking-uri" in params:
         overrides.setdefault("mlflow-tracking-uri", f"sqlite:///{root}/mlflow.db")
     workflow = workflow_from_template(manifest, overrides)
-    executor = LocalExecutor(workflow, root, parallelism=parallelism)
+    # Steps import the pipeline's own module (Hera runner scripts do), as the image would.
+    from gangway.compiler import import_root
+
+    root_dir = str(import_root(pipeline))
+    pythonpath = os.pathsep.join(p for p in (root_dir, os.environ.get("PYTHONPATH")) if p)
+    executor = LocalExecutor(
+        workflow, root, parallelism=parallelism, env={"PYTHONPATH": pythonpath}
+    )
     done: list[NodeResult] = []
     running: dict[str, NodeResult] = {}
     t0 = time.monotonic()

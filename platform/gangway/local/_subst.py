@@ -62,8 +62,15 @@ def _families(scope: Mapping[str, str]) -> set[str]:
     return out
 
 
+HERA_OUTPUTS = "/tmp/hera-outputs"
+"""Where Hera's runner scripts write output parameters; per step attempt locally, too."""
+
+
 def map_scratch(text: str, scratch: Path) -> str:
-    """Point ``/gangway/...`` (as a whole argument or after ``=``) at a local directory."""
+    """Point ``/gangway/...`` (as a whole argument or after ``=``) and Hera's outputs directory
+    at directories of this step attempt."""
+    if text == HERA_OUTPUTS or text.startswith(HERA_OUTPUTS + "/"):
+        return str(scratch) + "/hera-outputs" + text[len(HERA_OUTPUTS) :]
     if text == SCRATCH or text.startswith(SCRATCH + "/"):
         return str(scratch) + text[len(SCRATCH) :]
     return text.replace("=" + SCRATCH + "/", f"={scratch}/")

@@ -110,8 +110,10 @@ class LocalExecutor:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         parallelism: int | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.wf = workflow
+        self.base_env = {**os.environ, **(env or {})}
         self.spec: dict[str, Any] = dict(workflow["spec"])
         self.name = str(workflow["metadata"]["name"])
         self.uid = str(workflow["metadata"]["uid"])
@@ -316,6 +318,9 @@ class LocalExecutor:
                     f"task {node_name}: input parameter {p['name']!r} has no value"
                 )
         tscope = {**self._wf_scope(), **{f"inputs.parameters.{k}": v for k, v in inputs.items()}}
+        tscope["inputs.parameters"] = json.dumps(
+            [{"name": k, "value": v} for k, v in inputs.items()]
+        )
         strategy = template.get("retryStrategy") or {}
         limit = int(substitute(str(strategy.get("limit", 0)), tscope, where="retryStrategy.limit"))
         backoff = strategy.get("backoff") or {}
@@ -397,7 +402,7 @@ class LocalExecutor:
         if argv[0] == "python":
             argv[0] = sys.executable
         argv = [_map_scratch(a, scratch) for a in argv]
-        env = dict(os.environ)
+        env = dict(self.base_env)
         for e in c.get("env") or []:
             if "valueFrom" in e:
                 raise UnsupportedConstruct(f"{where}: env {e['name']} uses valueFrom")
@@ -458,7 +463,7 @@ class LocalExecutor:
             scratch=lambda pod: scratch / pod,
             log_dir=node.log,
             cwd=scratch,
-            base_env=dict(os.environ),
+            base_env=self.base_env,
             on_restart=restarted,
         )
         job_name = f"{manifest['metadata'].get('generateName', 'job-')}{node.attempts:05d}"
