@@ -23,6 +23,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -96,7 +97,9 @@ def train(
     distributed = world > 1
     if distributed:
         try:
-            dist.init_process_group("nccl" if cuda else "gloo")
+            # A bounded collective timeout: a rank stuck waiting for a dead peer gives up (and
+            # the gang restarts) instead of hanging for the default 30 minutes.
+            dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(minutes=5))
         except (RuntimeError, TimeoutError) as e:  # rendezvous or transport failure
             raise TransientError(f"process group init failed: {e}") from e
     stop = _StopFlag()

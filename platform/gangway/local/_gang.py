@@ -10,6 +10,7 @@ have all succeeded. The job ends in phase Completed, Failed, Aborted or Terminat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -114,18 +115,27 @@ def _policy(policies: list[dict[str, Any]], code: int) -> str | None:
     return None
 
 
-def _stop(pods: list[_Pod]) -> None:
+def _signal_group(pod: _Pod, sig: signal.Signals) -> None:
+    """Signal every process of a pod (launcher, torchrun agent, workers), as a kubelet would."""
+    if pod.proc is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pod.proc.pid, sig)
+
+
+def _stop(pods: list[_Pod], grace: float = 30.0) -> None:
+    """SIGTERM every pod's processes, wait up to ``grace`` seconds, then SIGKILL what is left
+    (a worker stuck in a collective whose peer is gone would otherwise linger)."""
+    for p in pods:
+        _signal_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace
     for p in pods:
         if p.proc and p.proc.poll() is None:
-            p.proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    for p in pods:
-        if p.proc and p.proc.poll() is None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.proc.kill()
-                p.proc.wait()
+    for p in pods:
+        _signal_group(p, signal.SIGKILL)
+        if p.proc is not None:
+            p.proc.wait()
 
 
 def run_volcano_job(
@@ -149,7 +159,12 @@ def run_volcano_job(
         for p in pods:
             log = (log_dir / f"{p.name}.log").open("ab")
             p.proc = subprocess.Popen(
-                p.argv, cwd=cwd, env={**base_env, **p.env}, stdout=log, stderr=subprocess.STDOUT
+                p.argv,
+                cwd=cwd,
+                env={**base_env, **p.env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, like a pod's container
             )
             log.close()
         action, reason, codes = _watch(pods, tasks, job_policies)
