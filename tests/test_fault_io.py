@@ -26,14 +26,19 @@ def _start(*args: str) -> subprocess.Popen[str]:
     )
 
 
-@pytest.mark.e2e
-def test_r2_staging_killed_mid_transfer_resumes(
-    demo_dataset: str, s3_endpoint: str, tmp_path: Path
-) -> None:
+@pytest.fixture
+def s3_source(demo_dataset: str, s3_endpoint: str, tmp_path: Path) -> str:
+    """The demo dataset published on the S3 server."""
     local = tmp_path / "src"
     storage.fetch_dir(demo_dataset, local)
     source = f"s3://{make_bucket(s3_endpoint)}/datasets/stdlib"
     storage.publish_dir(local, source)
+    return source
+
+
+@pytest.mark.e2e
+def test_r2_staging_killed_mid_transfer_resumes(s3_source: str, tmp_path: Path) -> None:
+    source = s3_source
     total = len(storage.read_manifest(source).files)  # type: ignore[union-attr]
     work = tmp_path / "w"
     killed_at = 0
@@ -74,13 +79,10 @@ def test_r2_staging_killed_mid_transfer_resumes(
     assert json.loads(fresh.stdout.strip().splitlines()[-1])["digest"] == out["digest"]
 
 
-def test_r2_corrupt_stored_object_is_refused(
-    demo_dataset: str, s3_endpoint: str, tmp_path: Path
-) -> None:
-    local = tmp_path / "src"
-    storage.fetch_dir(demo_dataset, local)
-    source = f"s3://{make_bucket(s3_endpoint)}/datasets/stdlib"
-    manifest = storage.publish_dir(local, source)
+def test_r2_corrupt_stored_object_is_refused(s3_source: str, tmp_path: Path) -> None:
+    source = s3_source
+    manifest = storage.read_manifest(source)
+    assert manifest is not None
     victim = sorted(manifest.files)[5]
     storage.write_bytes(storage.join(source, victim), b"# flipped bits\n")
     res = run_module(
