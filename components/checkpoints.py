@@ -54,23 +54,30 @@ def step_uri(root: str, step: int) -> str:
     return storage.join(root, f"step-{step:08d}")
 
 
-def complete(root: str) -> list[Checkpoint]:
-    """Every complete checkpoint under ``root``, oldest first."""
-    steps = sorted(
+def _committed_steps(root: str) -> list[int]:
+    """Steps whose manifest is listed under ``root``, oldest first (one listing)."""
+    return sorted(
         int(m.group(1)) for o in storage.list_objects(root) if (m := _STEP_RE.match(o.key))
     )
-    out = []
-    for step in steps:
-        uri = step_uri(root, step)
-        manifest = storage.read_manifest(uri)
-        if manifest is not None:
-            out.append(Checkpoint(uri, step, manifest.digest, manifest.metadata))
-    return out
+
+
+def _at(root: str, step: int) -> Checkpoint | None:
+    uri = step_uri(root, step)
+    manifest = storage.read_manifest(uri)
+    return None if manifest is None else Checkpoint(uri, step, manifest.digest, manifest.metadata)
+
+
+def complete(root: str) -> list[Checkpoint]:
+    """Every complete checkpoint under ``root``, oldest first."""
+    return [ck for step in _committed_steps(root) if (ck := _at(root, step)) is not None]
 
 
 def latest(root: str) -> Checkpoint | None:
-    found = complete(root)
-    return found[-1] if found else None
+    """The newest complete checkpoint, reading only its manifest (not every step's)."""
+    for step in reversed(_committed_steps(root)):
+        if (ck := _at(root, step)) is not None:
+            return ck
+    return None
 
 
 def _rank_world() -> tuple[int, int]:

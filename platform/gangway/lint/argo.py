@@ -86,14 +86,7 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
                         )
                     )
                 elif family == "workflow.parameters" and ref not in wf_params:
-                    out.append(
-                        Finding(
-                            name,
-                            path,
-                            f"{{{{workflow.parameters.{ref}}}}} is not a "
-                            "workflow parameter (spec.arguments.parameters)",
-                        )
-                    )
+                    out.append(_undeclared_workflow_parameter(ref, path, name))
         out += _check_retry(t.get("retryStrategy"), f"{tp}.retryStrategy", name)
         res = t.get("resource") or {}
         for cond in ("successCondition", "failureCondition"):
@@ -105,6 +98,15 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
         if "dag" in t:
             out += _check_dag(t, tp, templates, wf_params, name)
     return out
+
+
+def _undeclared_workflow_parameter(ref: str, path: str, name: str) -> Finding:
+    return Finding(
+        name,
+        path,
+        f"{{{{workflow.parameters.{ref}}}}} is not a workflow parameter "
+        "(spec.arguments.parameters)",
+    )
 
 
 def _check_retry(rs: Mapping[str, Any] | None, path: str, name: str) -> list[Finding]:
@@ -163,13 +165,7 @@ def _check_dag(
         for spath, text in _strings(task, path):
             for family, ref_task, ref in _refs(text):
                 if family == "workflow.parameters" and ref not in wf_params:
-                    out.append(
-                        Finding(
-                            name,
-                            spath,
-                            f"{{{{workflow.parameters.{ref}}}}} is not a workflow parameter",
-                        )
-                    )
+                    out.append(_undeclared_workflow_parameter(ref, spath, name))
                 if ref_task is not None:
                     out += _check_task_output(ref_task, ref, by_name, templates, spath, name)
     cycle = _cycle(graph)
