@@ -102,7 +102,15 @@ def test_r3_inference_killed_mid_shard_writes_exactly_once(
 
     best = checkpoints.latest(trained)
     assert best is not None
-    inputs = demo_dataset.rsplit("/", 1)[0] + "/docs.jsonl"
+    # A shard long enough (~20x the demo inputs) that the kill lands while it is being processed.
+    docs = storage.read_bytes(demo_dataset.rsplit("/", 1)[0] + "/docs.jsonl").decode().splitlines()
+    rows_in = [
+        json.dumps({**json.loads(d), "id": f"{i}-{json.loads(d)['id']}"})
+        for i in range(20)
+        for d in docs
+    ]
+    inputs = f"file://{tmp_path}/in.jsonl"
+    storage.write_bytes(inputs, ("\n".join(rows_in) + "\n").encode())
     out = f"file://{tmp_path}/out/shard-00000.jsonl"
     args = (
         "components.inference",
@@ -118,6 +126,7 @@ def test_r3_inference_killed_mid_shard_writes_exactly_once(
     )
     proc = _start(*args)
     time.sleep(2.5)  # model loaded, documents in progress
+    assert proc.poll() is None, "the shard finished before the kill; make it longer"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not storage.exists(out), "a killed shard must leave no (partial) output"
