@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from typing import Any
 from components._cli import emit, main_wrapper
 from gangway import storage
 from gangway.errors import NotFoundError
-from gangway.tracking import StepTracker
+from gangway.tracking import CheckpointRef, StepTracker
 
 __all__ = ["evaluate"]
 
@@ -61,6 +62,7 @@ def evaluate(
             {
                 "uri": uri,
                 "step": ckpt.step,
+                "digest": ckpt.digest,
                 "loss": round(loss, 6),
                 "perplexity": round(math.exp(loss), 4),
                 "tokens": count,
@@ -86,6 +88,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, help="local cache for fetched data and checkpoints")
     p.add_argument("--metrics-out", help="write the metrics JSON here (a path or a URI)")
     p.add_argument("--best-out", type=Path, help="write the best checkpoint's URI to this file")
+    p.add_argument(
+        "--register-as",
+        default=os.environ.get("GANGWAY_PIPELINE", ""),
+        metavar="MODEL",
+        help="register the best checkpoint as a version of this MLflow registered model "
+        "(default: the pipeline's name when run in a pipeline; '' to skip)",
+    )
     return p
 
 
@@ -102,10 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     with StepTracker() as tracker:
         metrics = evaluate(args.data, uris, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
         tracker.log_params({"data": args.data, "checkpoints": len(uris)})
+        tracker.log_dataset(name="corpus", digest=metrics["dataset_digest"], source=args.data)
         for r in metrics["checkpoints"]:
-            tracker.log_metric("val_loss", r["loss"], r["step"])
-            tracker.log_metric("val_perplexity", r["perplexity"], r["step"])
+            ref = _ref(r, metrics["dataset_digest"])
+            tracker.use_checkpoint(ref)
+            tracker.log_metric("val_loss", r["loss"], r["step"], checkpoint=ref.uri)
+            tracker.log_metric("val_perplexity", r["perplexity"], r["step"], checkpoint=ref.uri)
         best = metrics["best"]
+        if args.register_as:
+            tracker.register_model(args.register_as, _ref(best, metrics["dataset_digest"]))
         tracker.set_tags(
             {
                 "gangway.best_checkpoint": best["uri"],
@@ -120,6 +134,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.best_out.write_text(metrics["best"]["uri"])
     emit({"best": metrics["best"], "evaluated": len(metrics["checkpoints"])}, None)
     return 0
+
+
+def _ref(result: dict[str, Any], dataset_digest: str) -> CheckpointRef:
+    return CheckpointRef(
+        uri=result["uri"],
+        step=result["step"],
+        digest=result.get("digest") or "",
+        dataset_digest=result.get("trained_on") or dataset_digest,
+        metrics={"val_loss": result["loss"], "val_perplexity": result["perplexity"]},
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from typing import Any
 from components._cli import emit, main_wrapper
 from gangway import storage
 from gangway.errors import PermanentError
-from gangway.tracking import StepTracker
+from gangway.tracking import CheckpointRef, StepTracker
 
 __all__ = ["MODES", "infer_shard", "read_documents", "split_inputs"]
 
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.list_out.parent.mkdir(parents=True, exist_ok=True)
             args.list_out.write_text(text)
         return 0
-    with StepTracker() as tracker:
+    with StepTracker(node=f"infer:{args.output}") as tracker:
         tracker.log_params(
             {
                 "checkpoint": args.checkpoint,
@@ -186,11 +186,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
         )
         result = _infer(args)
+        tracker.use_checkpoint(_checkpoint_ref(args.checkpoint))
+        tracker.log_outputs([args.output])
         tracker.set_tags({"gangway.output": args.output, "gangway.skipped": result["skipped"]})
         if result.get("mean_perplexity") is not None:
             tracker.log_metric("mean_perplexity", result["mean_perplexity"])
     emit(result, args.result_out)
     return 0
+
+
+def _checkpoint_ref(uri: str) -> CheckpointRef:
+    from components._loading import checkpoint_at
+
+    ck = checkpoint_at(uri)
+    return CheckpointRef(
+        uri=ck.uri,
+        step=ck.step,
+        digest=ck.digest,
+        dataset_digest=str(ck.metadata.get("dataset_digest") or ""),
+    )
 
 
 def _split(args: argparse.Namespace) -> str:

@@ -352,10 +352,11 @@ def _stage_tracked(tracker: StepTracker, source: str, args: argparse.Namespace) 
         workers=args.workers,
         progress=True,
     )
-    tracker.log_dataset(name="corpus", digest=result.digest, source=source)
+    tracker.log_dataset(name="corpus", digest=result.digest, source=result.published_uri or source)
     tracker.set_tags(
         {
             "gangway.dataset_digest": result.digest,
+            "gangway.dataset_out": result.digest,
             "gangway.corpus": result.published_uri or result.corpus_dir,
         }
     )

@@ -31,7 +31,7 @@ from typing import Any
 from components._cli import emit, main_wrapper, parse_overrides
 from components.config import TrainConfig, load_config
 from gangway.errors import Preempted, TransientError
-from gangway.tracking import StepTracker
+from gangway.tracking import CheckpointRef, StepTracker
 
 __all__ = ["train"]
 
@@ -124,6 +124,7 @@ def train(
                 model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"]
             )
             start = resumed_from = found.step
+            track.use_checkpoint(CheckpointRef(uri=found.uri, step=found.step, digest=found.digest))
             _log(rank, {"event": "resumed", "step": start, "checkpoint": found.uri})
         track.log_params(
             {
@@ -156,7 +157,15 @@ def train(
                 metadata={"loss": last_loss, "dataset_digest": corpus.digest},
             )
             saved.append({"step": step, "uri": ck.uri, "digest": ck.digest, "loss": last_loss})
-            track.set_tags({f"gangway.checkpoint.{step:08d}": json.dumps(saved[-1])})
+            track.log_checkpoint(
+                CheckpointRef(
+                    uri=ck.uri,
+                    step=step,
+                    digest=ck.digest,
+                    dataset_digest=corpus.digest,
+                    metrics={} if last_loss is None else {"loss": last_loss},
+                )
+            )
             _log(rank, {"event": "checkpoint", "step": step, "uri": ck.uri})
             if cfg.keep_last and rank == 0:
                 checkpoints.prune(checkpoints_uri, cfg.keep_last)

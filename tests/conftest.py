@@ -141,11 +141,8 @@ def trained(corpus_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     return uri
 
 
-@pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real MLflow tracking server (sqlite backend) on 127.0.0.1, in its own process."""
-    root = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
+def start_mlflow_server(root: Path, port: int) -> subprocess.Popen[bytes]:
+    """A real MLflow tracking server (sqlite under ``root``) on 127.0.0.1:``port``, healthy."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -163,26 +160,42 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--workers",
             "1",
         ],
-        stdout=(root / "server.log").open("wb"),
+        stdout=(root / "server.log").open("ab"),
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        import urllib.request
+    deadline = time.monotonic() + 120
+    import urllib.request
 
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "mlflow server did not start: " + (root / "server.log").read_text()[-2000:]
-                    ) from None
-                time.sleep(0.25)
-        yield url
-    finally:
-        proc.terminate()
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(
+                    "mlflow server did not start: " + (root / "server.log").read_text()[-2000:]
+                ) from None
+            time.sleep(0.25)
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
         proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real MLflow tracking server (sqlite backend) on 127.0.0.1, in its own process."""
+    port = _free_port()
+    proc = start_mlflow_server(tmp_path_factory.mktemp("mlflow"), port)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_server(proc)

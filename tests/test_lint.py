@@ -216,7 +216,7 @@ CASES: list[Any] = [
             {"name": "AWS_SECRET_ACCESS_KEY", "value": "hunter2"}
         ),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[0].container.env[6].value",
+        "spec.templates[0].container.env[12].value",
         "use valueFrom.secretKeyRef",
         id="literal-secret",
     ),

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import socket
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
 
 from gangway.tracking import StepTracker, finish_workflow
 
+SESSION = uuid.uuid4().hex[:8]
+SPOOLS = Path(tempfile.mkdtemp(prefix="gangway-spools-"))
+
 
 def _env(uri: str, uid: str, step: str) -> dict[str, str]:
+    uid = f"{uid}-{SESSION}"  # a fresh workflow (and spool) per test session
     return {
+        "GANGWAY_LINEAGE_SPOOL": str(SPOOLS / uid),
         "MLFLOW_TRACKING_URI": uri,
         "GANGWAY_PIPELINE": "p-test",
         "GANGWAY_WORKFLOW_NAME": f"wf-{uid}",
@@ -34,7 +41,8 @@ def test_steps_share_one_parent_run_per_workflow(mlflow_server: str) -> None:
     client = MlflowClient(tracking_uri=mlflow_server)
     exp = client.get_experiment_by_name("p-test")
     assert exp is not None
-    runs = client.search_runs([exp.experiment_id], "tags.gangway.workflow_uid = 'u1'")
+    uid = f"u1-{SESSION}"
+    runs = client.search_runs([exp.experiment_id], f"tags.gangway.workflow_uid = '{uid}'")
     parents = [r for r in runs if r.data.tags["gangway.kind"] == "workflow"]
     steps = [r for r in runs if r.data.tags["gangway.kind"] == "step"]
     assert len(parents) == 1 and len(steps) == 2
@@ -44,8 +52,8 @@ def test_steps_share_one_parent_run_per_workflow(mlflow_server: str) -> None:
     assert [(m.step, m.value) for m in history] == [(1, 3.0), (2, 2.0)]
     stage = next(r for r in steps if r.data.tags["gangway.step"] == "stage")
     assert stage.inputs is not None
-    assert [d.dataset.digest for d in stage.inputs.dataset_inputs] == ["sha256:abc"]
-    assert finish_workflow(mlflow_server, "p-test", "u1", "Succeeded") == parents[0].info.run_id
+    assert [d.dataset.digest for d in stage.inputs.dataset_inputs] == ["abc"]
+    assert finish_workflow(mlflow_server, "p-test", uid, "Succeeded") == parents[0].info.run_id
     assert client.get_run(parents[0].info.run_id).info.status == "FINISHED"
 
 

@@ -28,7 +28,16 @@ from hera.workflows import models as m
 from gangway.retries import StepKind, retry_strategy
 from gangway.volcano import pytorch_job
 
-__all__ = ["LABEL_PREFIX", "OUT_DIR", "SCRATCH", "Defaults", "gang_step", "pipeline", "step"]
+__all__ = [
+    "LABEL_PREFIX",
+    "LINEAGE_SPOOL",
+    "OUT_DIR",
+    "SCRATCH",
+    "Defaults",
+    "gang_step",
+    "pipeline",
+    "step",
+]
 
 LABEL_PREFIX = "gangway.dev"
 RUN_URL_OUTPUT = "mlflow_run_url"
@@ -41,6 +50,8 @@ GANG_OUTPUTS = {
     "job-restarts": "{.status.retryCount}",
 }
 """What a gang step reports from its Volcano Job once it finishes."""
+LINEAGE_SPOOL = "{{workflow.parameters.storage-root}}/runs/{{workflow.uid}}/lineage"
+"""Where steps spool lineage records until MLflow has them (see :mod:`gangway.tracking`)."""
 
 
 @dataclass(frozen=True)
@@ -93,12 +104,15 @@ def pipeline(
     """A WorkflowTemplate with Gangway's defaults; use it as a ``with`` block like Hera's.
 
     ``parameters`` become workflow parameters (overridable with ``-p name=value``); ``image``
-    and ``storage-root`` are always present.
+    ``storage-root``, ``mlflow-tracking-uri``, ``cluster`` and ``git-sha`` are always present.
     """
     params = {
         "image": defaults.image,
         "storage-root": defaults.storage_root,
         "mlflow-tracking-uri": defaults.mlflow_tracking_uri,
+        # Filled in by `gangway submit` / `gangway run`; recorded on the MLflow parent run.
+        "cluster": "",
+        "git-sha": "",
         **parameters,
     }
     labels = {
@@ -134,6 +148,12 @@ def _tracking_env(step_name: str) -> list[m.EnvVar]:
         m.EnvVar(name="GANGWAY_PIPELINE", value="{{workflow.labels.gangway.dev/pipeline}}"),
         m.EnvVar(name="GANGWAY_WORKFLOW_NAME", value="{{workflow.name}}"),
         m.EnvVar(name="GANGWAY_WORKFLOW_UID", value="{{workflow.uid}}"),
+        m.EnvVar(name="GANGWAY_NAMESPACE", value="{{workflow.namespace}}"),
+        m.EnvVar(name="GANGWAY_CLUSTER", value="{{workflow.parameters.cluster}}"),
+        m.EnvVar(name="GANGWAY_GIT_SHA", value="{{workflow.parameters.git-sha}}"),
+        m.EnvVar(name="GANGWAY_IMAGE", value="{{workflow.parameters.image}}"),
+        m.EnvVar(name="GANGWAY_WORKFLOW_PARAMS", value="{{workflow.parameters.json}}"),
+        m.EnvVar(name="GANGWAY_LINEAGE_SPOOL", value=LINEAGE_SPOOL),
         m.EnvVar(name="GANGWAY_STEP", value=step_name),
         m.EnvVar(name="GANGWAY_OUTPUTS", value=OUT_DIR),
     ]

@@ -1,17 +1,19 @@
-"""Lineage records from a step to MLflow: one parent run per workflow, one child run per step.
+"""A step's lineage, recorded as it works and written to MLflow when it ends.
 
-A step opens a :class:`StepTracker` and records as it works (params, metrics, a dataset, its
-outputs); nothing touches MLflow until the step ends, when the records are written in batches.
-MLflow is imported on a background thread as soon as the tracker opens, so the import overlaps
-with the step's own work. Tracking is on when ``MLFLOW_TRACKING_URI`` is set; pipelines set it
-(and the workflow identity) for every step from the ``mlflow-tracking-uri`` parameter, and
-``gangway run`` points it at a sqlite store under its state directory.
+A step opens a :class:`StepTracker` and records params, metrics, its dataset, the checkpoints
+it writes or reads, a model to register and its outputs. The record goes to the spool first
+(shared storage, ``GANGWAY_LINEAGE_SPOOL``; training spools again at every checkpoint, so even
+a SIGKILLed attempt leaves its checkpoints behind) and is then replayed into MLflow together
+with anything earlier steps could not send. MLflow is imported on a background thread as soon
+as the tracker opens, so the ~2 s import overlaps with the step's own work.
 
 If MLflow cannot be reached the step still succeeds and says so on stderr: lineage must never
-fail the work it describes.
+fail the work it describes. The next step — or ``gangway lineage sync`` — sends it later.
 
-Environment read: ``MLFLOW_TRACKING_URI``, ``GANGWAY_PIPELINE``, ``GANGWAY_WORKFLOW_NAME``,
-``GANGWAY_WORKFLOW_UID``, ``GANGWAY_STEP``, and ``GANGWAY_OUTPUTS`` (where the step writes its
+Environment read: ``MLFLOW_TRACKING_URI`` (tracking is off without it), ``GANGWAY_PIPELINE``,
+``GANGWAY_WORKFLOW_NAME``, ``GANGWAY_WORKFLOW_UID``, ``GANGWAY_NAMESPACE``,
+``GANGWAY_CLUSTER``, ``GANGWAY_GIT_SHA``, ``GANGWAY_IMAGE``, ``GANGWAY_WORKFLOW_PARAMS``,
+``GANGWAY_STEP``, ``GANGWAY_LINEAGE_SPOOL`` and ``GANGWAY_OUTPUTS`` (where the step writes its
 ``mlflow_run_url`` output parameter).
 """
 
@@ -20,59 +22,96 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["StepTracker", "finish_workflow", "run_url"]
+from gangway.lineage import SyncReport, default_spool, sync
+from gangway.lineage.records import (
+    CheckpointRef,
+    DatasetRef,
+    MetricPoint,
+    Registration,
+    StepRecord,
+    now_ms,
+    workflow_from_env,
+)
+from gangway.lineage.replay import run_url
+from gangway.lineage.spool import Spool
 
-_TAG = "gangway"
-
-
-def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """A link to a run in the MLflow UI (for http(s) tracking servers), else a run reference."""
-    if tracking_uri.startswith(("http://", "https://")):
-        return f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
-    return f"runs:/{run_id}"
+__all__ = ["CheckpointRef", "StepTracker", "finish_workflow", "run_url"]
 
 
 class StepTracker:
-    """Collects one step's lineage and writes it to MLflow when the step ends."""
+    """Collects one step attempt's lineage; spools it and writes it to MLflow when it ends."""
 
-    def __init__(self, step: str | None = None, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, step: str | None = None, env: Mapping[str, str] | None = None, node: str = ""
+    ) -> None:
         env = os.environ if env is None else env
         self.uri = env.get("MLFLOW_TRACKING_URI", "")
         self.enabled = bool(self.uri)
-        self.pipeline = env.get("GANGWAY_PIPELINE", "adhoc")
-        self.workflow = env.get("GANGWAY_WORKFLOW_NAME", "")
-        self.workflow_uid = env.get("GANGWAY_WORKFLOW_UID", "")
-        self.step = step or env.get("GANGWAY_STEP", "step")
+        wf = workflow_from_env(env)
+        self.record = StepRecord(
+            workflow=wf, step=step or env.get("GANGWAY_STEP", "step"), node=node
+        )
+        self.spool = Spool(env.get("GANGWAY_LINEAGE_SPOOL") or default_spool(wf.uid))
         self.outputs_dir = env.get("GANGWAY_OUTPUTS", "")
-        self.params: dict[str, str] = {}
-        self.tags: dict[str, str] = {}
-        self.metrics: list[tuple[str, float, int, int]] = []
-        self.datasets: list[dict[str, str]] = []
         self.run_id: str | None = None
         self.url: str | None = None
         self._import: threading.Thread | None = None
 
-    # ---- recording (cheap) ---------------------------------------------------------------
+    # ---- recording (cheap, in memory) ------------------------------------------------------
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        self.params.update({k: str(v)[:6000] for k, v in params.items()})
+        self.record.params.update({k: str(v)[:6000] for k, v in params.items()})
 
-    def log_metric(self, key: str, value: float, step: int = 0) -> None:
-        self.metrics.append((key, float(value), int(step), int(time.time() * 1000)))
+    def log_metric(
+        self, key: str, value: float, step: int = 0, *, checkpoint: str | None = None
+    ) -> None:
+        """``checkpoint``: the URI of the checkpoint this value scores (evaluation)."""
+        self.record.metrics.append(
+            MetricPoint(key=key, value=float(value), step=int(step), checkpoint=checkpoint)
+        )
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        self.tags.update({k: str(v) for k, v in tags.items()})
+        self.record.tags.update({k: str(v) for k, v in tags.items()})
 
     def log_dataset(self, *, name: str, digest: str, source: str) -> None:
-        self.datasets.append({"name": name, "digest": digest, "source": source})
+        self.record.datasets.append(DatasetRef(name=name, digest=digest, source=source))
 
-    # ---- lifecycle -----------------------------------------------------------------------
+    def log_checkpoint(self, ck: CheckpointRef) -> None:
+        """A checkpoint this step wrote; spooled at once, so it survives a SIGKILL."""
+        for p in self.record.metrics:
+            if p.step == ck.step and p.checkpoint is None:
+                p.checkpoint = ck.uri
+        self.record.checkpoints_out.append(ck)
+        self.save()
+
+    def use_checkpoint(self, ck: CheckpointRef) -> None:
+        """A checkpoint this step read (resumed from, evaluated, or inferred with)."""
+        if all(c.uri != ck.uri for c in self.record.checkpoints_in):
+            self.record.checkpoints_in.append(ck)
+
+    def register_model(self, model_name: str, ck: CheckpointRef) -> None:
+        """Register ``ck`` as a new version of ``model_name`` in the MLflow model registry."""
+        self.use_checkpoint(ck)
+        self.record.registration = Registration(model_name=model_name, checkpoint=ck)
+
+    def log_outputs(self, uris: list[str]) -> None:
+        self.record.outputs.extend(u for u in uris if u not in self.record.outputs)
+
+    def save(self) -> None:
+        """Spool the record as it is now (a crash later loses nothing recorded so far)."""
+        if not self.enabled:
+            return
+        try:
+            self.spool.write(self.record)
+        except Exception as e:
+            print(f"warning: lineage not spooled ({self.spool.root}): {e}", file=sys.stderr)
+
+    # ---- lifecycle -------------------------------------------------------------------------
 
     def __enter__(self) -> StepTracker:
         if self.enabled:
@@ -92,92 +131,65 @@ class StepTracker:
         self.flush(status)
 
     def flush(self, status: str = "FINISHED") -> None:
-        """Write everything recorded so far as this step's child run."""
+        """Close the record with ``status``, spool it, and send all that MLflow lacks."""
         if not self.enabled:
             return
-        try:
-            self._write(status)
-        except Exception as e:  # lineage must never fail the step it describes
-            print(f"warning: lineage not recorded in MLflow ({self.uri}): {e}", file=sys.stderr)
-
-    def _write(self, status: str) -> None:
+        self.record.status = status  # type: ignore[assignment]
+        self.record.end_ms = now_ms()
+        self.save()
         if self._import is not None:
             self._import.join()
-        from mlflow.entities import Dataset, DatasetInput, Metric, Param, RunTag
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=self.uri)
-        exp = client.get_experiment_by_name(self.pipeline)
-        exp_id = exp.experiment_id if exp else client.create_experiment(self.pipeline)
-        parent = self._parent(client, exp_id)
-        tags = {
-            "mlflow.runName": self.step,
-            f"{_TAG}.kind": "step",
-            f"{_TAG}.step": self.step,
-            f"{_TAG}.workflow": self.workflow,
-            f"{_TAG}.workflow_uid": self.workflow_uid,
-            **({"mlflow.parentRunId": parent} if parent else {}),
-            **self.tags,
-        }
-        run = client.create_run(exp_id, tags=tags)
-        self.run_id = run.info.run_id
-        client.log_batch(
-            self.run_id,
-            metrics=[Metric(k, v, ts, s) for k, v, s, ts in self.metrics],
-            params=[Param(k, v) for k, v in self.params.items()],
-            tags=[RunTag(f"{_TAG}.url", run_url(self.uri, exp_id, self.run_id))],
-        )
-        if self.datasets:
-            client.log_inputs(
-                self.run_id,
-                datasets=[
-                    DatasetInput(Dataset(d["name"], d["digest"], "uri", d["source"]))
-                    for d in self.datasets
-                ],
+        report: SyncReport | None = None
+        try:
+            report = sync(self.spool, self.uri)
+            error = report.error
+        except Exception as e:  # lineage must never fail the step it describes
+            error = f"{type(e).__name__}: {e}"
+        if report is not None and self.record.key in report.runs:
+            self.run_id, self.url = report.runs[self.record.key]
+            self._write_output(self.url)
+        if error:
+            print(
+                f"warning: lineage not recorded in MLflow ({self.uri}): {error}; it is spooled "
+                f"at {self.spool.root} and will be sent by the next step or "
+                "`gangway lineage sync`",
+                file=sys.stderr,
             )
-        client.set_terminated(self.run_id, status=status)
-        self.url = run_url(self.uri, exp_id, self.run_id)
+
+    def _write_output(self, url: str) -> None:
         if self.outputs_dir:
             out = Path(self.outputs_dir)
             out.mkdir(parents=True, exist_ok=True)
-            (out / "mlflow_run_url").write_text(self.url)
-
-    def _parent(self, client: Any, exp_id: str) -> str | None:
-        """The workflow's parent run, created by whichever step gets there first."""
-        if not self.workflow_uid:
-            return None
-        query = (
-            f"tags.{_TAG}.workflow_uid = '{self.workflow_uid}' and tags.{_TAG}.kind = 'workflow'"
-        )
-        found = client.search_runs([exp_id], filter_string=query, order_by=["start_time ASC"])
-        if found:
-            return str(found[0].info.run_id)
-        run = client.create_run(
-            exp_id,
-            tags={
-                "mlflow.runName": self.workflow or self.workflow_uid,
-                f"{_TAG}.kind": "workflow",
-                f"{_TAG}.workflow": self.workflow,
-                f"{_TAG}.workflow_uid": self.workflow_uid,
-                f"{_TAG}.pipeline": self.pipeline,
-            },
-        )
-        return str(run.info.run_id)
+            (out / "mlflow_run_url").write_text(url)
 
 
-def finish_workflow(uri: str, pipeline: str, workflow_uid: str, phase: str) -> str | None:
-    """Close the workflow's parent run with the workflow's phase; returns its run id."""
+def finish_workflow(
+    uri: str, pipeline: str, workflow_uid: str, phase: str, spool_root: str | None = None
+) -> str | None:
+    """At the end of a workflow: send what is still spooled, then close its parent run with the
+    workflow's phase. Returns the parent run id (None when MLflow is unreachable)."""
     try:
+        if spool_root:
+            spool = Spool(spool_root)
+            spool.close_running()
+            report = sync(spool, uri)
+            if report.error:
+                print(
+                    f"warning: lineage still spooled at {spool_root}: {report.error}",
+                    file=sys.stderr,
+                )
         from mlflow.tracking import MlflowClient
+
+        from gangway.lineage.replay import T
 
         client = MlflowClient(tracking_uri=uri)
         exp = client.get_experiment_by_name(pipeline)
         if exp is None:
             return None
-        query = f"tags.{_TAG}.workflow_uid = '{workflow_uid}' and tags.{_TAG}.kind = 'workflow'"
+        query = f"tags.`{T}.workflow_uid` = '{workflow_uid}' and tags.`{T}.kind` = 'workflow'"
         runs = client.search_runs([exp.experiment_id], filter_string=query)
         for run in runs:
-            client.set_tag(run.info.run_id, f"{_TAG}.phase", phase)
+            client.set_tag(run.info.run_id, f"{T}.phase", phase)
             client.set_terminated(run.info.run_id, "FINISHED" if phase == "Succeeded" else "FAILED")
         return str(runs[0].info.run_id) if runs else None
     except Exception as e:

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gangway import __version__
-from gangway.cli import cluster_cmds, data, lint, pipelines
+from gangway.cli import cluster_cmds, data, lineage, lint, pipelines
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
@@ -33,6 +33,7 @@ app.command("deploy")(cluster_cmds.deploy_cmd)
 app.command("status")(cluster_cmds.status_cmd)
 app.command("logs")(cluster_cmds.logs_cmd)
 app.command("ls")(data.ls)
+app.command("lineage")(lineage.lineage_cmd)
 
 
 @app.command("version")

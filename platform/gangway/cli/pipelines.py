@@ -101,6 +101,8 @@ def run_cmd(
     """
     from gangway.compiler import compile_pipeline
     from gangway.local import LocalExecutor, NodeResult, workflow_from_template
+    from gangway.pipeline import LINEAGE_SPOOL
+    from gangway.provenance import provenance_params
 
     overrides = _params(param)
     root = state_dir.resolve()
@@ -112,6 +114,7 @@ def run_cmd(
         overrides.setdefault("storage-root", f"file://{root}/storage")
     if "mlflow-tracking-uri" in params:
         overrides.setdefault("mlflow-tracking-uri", f"sqlite:///{root}/mlflow.db")
+    overrides.update(provenance_params(pipeline, params, overrides, cluster="local"))
     workflow = workflow_from_template(manifest, overrides)
     # Steps import the pipeline's own module (Hera runner scripts do), as the image would.
     from gangway.compiler import import_root
@@ -150,8 +153,11 @@ def run_cmd(
 
         labels = workflow["metadata"].get("labels", {})
         pipeline_name = labels.get("gangway.dev/pipeline", "adhoc")
-        parent = finish_workflow(tracking, pipeline_name, result.uid, result.phase)
+        spool = LINEAGE_SPOOL.replace("{{workflow.parameters.storage-root}}", storage_root)
+        spool = spool.replace("{{workflow.uid}}", result.uid)
+        parent = finish_workflow(tracking, pipeline_name, result.uid, result.phase, spool)
         where.append(f"mlflow:  experiment {pipeline_name!r}, workflow run {parent}")
+        where.append(f"lineage: gangway lineage workflow:{result.name} --tracking-uri {tracking}")
         if tracking.startswith("sqlite:"):
             where.append(f"         mlflow ui --backend-store-uri {tracking}")
     where.append(f"params:  {json.dumps(result.parameters)}")

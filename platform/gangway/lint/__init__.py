@@ -119,6 +119,8 @@ def _lint_resource(
 
 def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, str]:
     """Values Argo would substitute: workflow defaults and the first calling task's arguments."""
+    from gangway.local._subst import parameters_json
+
     wf = {
         p["name"]: str(p.get("value", ""))
         for p in (spec.get("arguments") or {}).get("parameters") or []
@@ -129,6 +131,7 @@ def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[st
         "workflow.namespace": "default",
     }
     scope.update({f"workflow.parameters.{k}": v for k, v in wf.items()})
+    scope["workflow.parameters.json"] = parameters_json(wf)
     inputs = {
         p["name"]: str(p.get("value", p.get("default", "x")))
         for p in (template.get("inputs") or {}).get("parameters") or []

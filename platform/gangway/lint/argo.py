@@ -58,6 +58,7 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
     out: list[Finding] = []
     templates = {t.get("name"): t for t in spec.get("templates") or []}
     wf_params = {p.get("name") for p in (spec.get("arguments") or {}).get("parameters") or []}
+    wf_params.add("json")  # {{workflow.parameters.json}}: all of them, as JSON
     entry = spec.get("entrypoint")
     if entry and entry not in templates and not spec.get("workflowTemplateRef"):
         out.append(Finding(name, f"{base}.entrypoint", f"template {entry!r} does not exist"))

@@ -9,6 +9,7 @@ never a silent pass-through.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -74,3 +75,8 @@ def map_scratch(text: str, scratch: Path) -> str:
     if text == SCRATCH or text.startswith(SCRATCH + "/"):
         return str(scratch) + text[len(SCRATCH) :]
     return text.replace("=" + SCRATCH + "/", f"={scratch}/")
+
+
+def parameters_json(params: Mapping[str, str]) -> str:
+    """Argo's ``{{workflow.parameters.json}}``: every workflow parameter as a JSON list."""
+    return json.dumps([{"name": k, "value": v} for k, v in params.items()])

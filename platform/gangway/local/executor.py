@@ -25,7 +25,7 @@ from gangway.local._expr import evaluate
 from gangway.local._gang import run_volcano_job
 from gangway.local._model import NodeResult, RunResult, UnsupportedConstruct
 from gangway.local._subst import map_scratch as _map_scratch
-from gangway.local._subst import substitute, substitute_tree
+from gangway.local._subst import parameters_json, substitute, substitute_tree
 
 __all__ = ["LocalExecutor", "run_workflow", "workflow_from_template"]
 
@@ -184,6 +184,7 @@ class LocalExecutor:
             "workflow.serviceAccountName": str(self.spec.get("serviceAccountName", "")),
         }
         scope.update({f"workflow.parameters.{k}": v for k, v in self.params.items()})
+        scope["workflow.parameters.json"] = parameters_json(self.params)
         labels = self.wf["metadata"].get("labels") or {}
         scope.update({f"workflow.labels.{k}": str(v) for k, v in labels.items()})
         return scope

@@ -1,0 +1,75 @@
+"""Lineage in MLflow: records a step keeps (spooled first), their idempotent replay, and the
+graph ``gangway lineage`` walks. See ``docs/lineage.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gangway.lineage.records import StepRecord
+from gangway.lineage.spool import Spool
+
+__all__ = ["SyncReport", "default_spool", "sync"]
+
+
+def default_spool(workflow_uid: str) -> str:
+    """Where a step outside a pipeline spools (pipelines set ``GANGWAY_LINEAGE_SPOOL``)."""
+    return str(Path(tempfile.gettempdir()) / "gangway-lineage" / (workflow_uid or "adhoc"))
+
+
+@dataclass
+class SyncReport:
+    """What a sync sent: record key → (run id, run URL); what is left; why it stopped."""
+
+    runs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    pending: list[StepRecord] = field(default_factory=list)
+    error: str | None = None
+
+
+def sync(spool: Spool, tracking_uri: str) -> SyncReport:
+    """Replay every record of ``spool`` MLflow lacks, oldest first; stops at the first failure
+    (the server is down: the rest stays spooled for the next step or ``gangway lineage sync``).
+    """
+    report = SyncReport()
+    todo = spool.pending()
+    if not todo:
+        return report
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    from mlflow.tracking import MlflowClient
+
+    from gangway.lineage.replay import replay
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    for i, rec in enumerate(todo):
+        try:
+            report.runs[rec.key] = replay(client, tracking_uri, rec)
+        except Exception as e:
+            report.error = f"{rec.file_name}: {type(e).__name__}: {_first_line(e)}"
+            if _rejected(e):  # this record is at fault, not the server: go on with the rest
+                report.pending.append(rec)
+                continue
+            report.pending += todo[i:]
+            return report
+        try:
+            spool.mark_synced(rec)
+        except Exception as e:  # the next sync replays it again, harmlessly
+            print(f"warning: could not mark {rec.file_name} synced: {e}", file=sys.stderr)
+    return report
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else ""
+
+
+def _rejected(e: BaseException) -> bool:
+    """True when MLflow answered and refused the request (a 4xx other than 429)."""
+    status = getattr(e, "get_http_status_code", lambda: None)()
+    return isinstance(status, int) and 400 <= status < 500 and status != 429

@@ -1,0 +1,100 @@
+"""The spool: step records kept on shared storage until MLflow has them.
+
+Records live under one prefix per workflow run (``{storage-root}/runs/{uid}/lineage/`` in the
+reference pipeline), so any later step — on any node — and ``gangway lineage sync`` can find
+and replay what an earlier step could not send. ``NAME.json`` is a record; ``NAME.json.synced``
+holds the record revision MLflow has, so a record is replayed again only when it changed.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from gangway import storage
+from gangway.lineage.records import StepRecord
+
+__all__ = ["Spool", "find_spools"]
+
+_MARK = ".synced"
+
+
+@dataclass(frozen=True)
+class Spool:
+    root: str
+
+    def write(self, rec: StepRecord) -> None:
+        """Store a new revision of ``rec`` (atomically replacing the previous one)."""
+        rec.rev += 1
+        storage.write_bytes(storage.join(self.root, rec.file_name), rec.to_bytes())
+
+    def mark_synced(self, rec: StepRecord) -> None:
+        storage.write_bytes(storage.join(self.root, rec.file_name + _MARK), str(rec.rev).encode())
+
+    def records(self) -> list[tuple[StepRecord, int]]:
+        """Every readable record with the revision MLflow has (0: none), oldest first."""
+        objs = storage.list_objects(self.root)
+        marks = {o.key[: -len(_MARK)] for o in objs if o.key.endswith(_MARK)}
+        out: list[tuple[StepRecord, int]] = []
+        for o in objs:
+            if not o.key.endswith(".json") or "/" in o.key:
+                continue
+            uri = storage.join(self.root, o.key)
+            try:
+                rec = StepRecord.model_validate_json(storage.read_bytes(uri))
+            except (ValidationError, ValueError) as e:
+                print(f"warning: skipping unreadable lineage record {uri}: {e}", file=sys.stderr)
+                continue
+            synced = 0
+            if o.key in marks:
+                text = storage.read_bytes(uri + _MARK).decode().strip()
+                synced = int(text) if text.isdigit() else 0
+            out.append((rec, synced))
+        out.sort(key=lambda rs: (rs[0].start_ms, rs[0].key))
+        return out
+
+    def pending(self) -> list[StepRecord]:
+        """Records with a revision MLflow does not have yet, oldest first.
+
+        A record still ``RUNNING`` while a later attempt of the same node exists belongs to an
+        attempt that was killed without a word (SIGKILL, node loss): it is closed as KILLED.
+        """
+        recs = self.records()
+        latest: dict[tuple[str, str], int] = {}
+        for rec, _ in recs:
+            k = (rec.step, rec.node)
+            latest[k] = max(latest.get(k, 0), rec.start_ms)
+        out = []
+        for rec, synced in recs:
+            if rec.status == "RUNNING" and latest[(rec.step, rec.node)] > rec.start_ms:
+                rec.status = "KILLED"
+                self.write(rec)
+            if rec.rev > synced:
+                out.append(rec)
+        return out
+
+    def close_running(self, status: str = "KILLED") -> int:
+        """At the end of a workflow nothing is still running: close what says so."""
+        n = 0
+        for rec, _ in self.records():
+            if rec.status == "RUNNING":
+                rec.status = "KILLED" if status == "KILLED" else "FAILED"
+                self.write(rec)
+                n += 1
+        return n
+
+
+def find_spools(uri: str) -> list[str]:
+    """The spools at or under ``uri`` (a spool, a ``runs/`` prefix or a storage root)."""
+    base = uri.rstrip("/")
+    listed = storage.list_objects(base)
+    if any(o.key.endswith(".json") and "/" not in o.key for o in listed):
+        return [base]
+    found = {
+        o.key.rsplit("/", 1)[0]
+        for o in listed
+        if o.key.endswith(".json") and o.key.rsplit("/", 1)[0].endswith("lineage")
+    }
+    return [storage.join(base, k) for k in sorted(found)]

@@ -1,0 +1,272 @@
+"""Lineage end to end: the reference pipeline, run locally against a real MLflow tracking server
+(sqlite backend), produces the whole graph; ``gangway lineage`` walks it both ways; an MLflow
+outage mid-run ends with a complete graph and no duplicates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, _free_port, start_mlflow_server, stop_server
+from tests.test_cli import GANGWAY, gangway
+
+PIPELINE = "pipelines/train_eval_infer.py"
+SMALL = ["-p", "train-steps=40", "-p", "checkpoint-every=20", "-p", "shards=2"]
+STEPS = Counter({"stage": 1, "split": 1, "train": 1, "evaluate": 1, "infer": 2})
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    uid: str
+
+
+def _run_pipeline(state: Path, uri: str, env: dict[str, str] | None = None) -> Run:
+    res = subprocess.run(
+        [
+            *GANGWAY,
+            "run",
+            PIPELINE,
+            *SMALL,
+            "-p",
+            f"mlflow-tracking-uri={uri}",
+            "--state-dir",
+            str(state),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+        check=False,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    line = next(x for x in res.stdout.splitlines() if x.startswith("lineage: "))
+    name = line.split("workflow:", 1)[1].split()[0]
+    uid = next(x for x in res.stdout.splitlines() if x.startswith("run: ")).rsplit("/", 1)[1]
+    return Run(name, uid.strip())
+
+
+def _lineage(uri: str, ref: str) -> dict[str, Any]:
+    res = gangway("lineage", ref, "--json", "--tracking-uri", uri)
+    assert res.returncode == 0, res.stderr
+    out: dict[str, Any] = json.loads(res.stdout)
+    return out
+
+
+def _ids(tree: dict[str, Any]) -> list[str]:
+    return [tree["id"], *(i for c in tree.get("children", []) for i in _ids(c))]
+
+
+def _path(tree: dict[str, Any], kinds: list[str]) -> bool:
+    """Is there a chain of node kinds ``kinds`` going down from the tree's root?"""
+    if not kinds:
+        return True
+    return any(
+        c["id"].startswith(kinds[0] + ":") and _path(c, kinds[1:]) for c in tree.get("children", [])
+    )
+
+
+def _step_runs(uri: str, uid: str) -> list[Any]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("train-eval-infer")
+    assert exp is not None
+    return list(client.search_runs([exp.experiment_id], f"tags.`gangway.workflow_uid` = '{uid}'"))
+
+
+@pytest.fixture(scope="module")
+def two_runs(
+    mlflow_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, Run, Run]]:
+    """The reference pipeline run twice on the same data, tracked by one MLflow server."""
+    state = tmp_path_factory.mktemp("lineage-state")
+    first = _run_pipeline(state, mlflow_server)
+    second = _run_pipeline(state, mlflow_server)
+    yield state, first, second
+
+
+@pytest.mark.e2e
+def test_pipeline_records_one_run_per_step_and_links_them(
+    two_runs: tuple[Path, Run, Run], mlflow_server: str
+) -> None:
+    state, first, _ = two_runs
+    runs = _step_runs(mlflow_server, first.uid)
+    kinds = Counter(r.data.tags["gangway.kind"] for r in runs)
+    assert kinds == Counter({"workflow": 1, "step": 6})
+    parent = next(r for r in runs if r.data.tags["gangway.kind"] == "workflow")
+    steps = [r for r in runs if r.data.tags["gangway.kind"] == "step"]
+    assert Counter(r.data.tags["gangway.step"] for r in steps) == STEPS
+    assert {r.data.tags["mlflow.parentRunId"] for r in steps} == {parent.info.run_id}
+    assert all(r.info.status == "FINISHED" for r in steps)
+    tags = parent.data.tags
+    assert tags["gangway.cluster"] == "local" and len(tags["gangway.git_sha"]) >= 40
+    assert tags["gangway.namespace"] == "local" and tags["gangway.image"]
+    assert parent.data.params["train-steps"] == "40"
+    # Every container step outputs the URL of its own run.
+    urls = sorted((state / "runs" / first.name / "steps").glob("*/attempt-*/out/mlflow_run_url"))
+    assert len(urls) == 5
+    assert {u.read_text() for u in urls} <= {r.data.tags["gangway.url"] for r in steps}
+
+
+@pytest.mark.e2e
+def test_lineage_walks_from_a_model_version_both_ways(
+    two_runs: tuple[Path, Run, Run], mlflow_server: str
+) -> None:
+    _, first, _ = two_runs
+    evaluate = next(
+        r
+        for r in _step_runs(mlflow_server, first.uid)
+        if r.data.tags.get("gangway.step") == "evaluate"
+    )
+    version = evaluate.data.tags["gangway.registered"]
+    doc = _lineage(mlflow_server, f"model:{version}")
+    assert doc["root"] == f"model:{version}"
+    # upstream: model version ← checkpoint ← training run ← dataset ← staging run
+    assert _path(doc["upstream"], ["checkpoint", "run", "dataset", "run"])
+    nodes = doc["nodes"]
+    ck = next(i for i in _ids(doc["upstream"]) if i.startswith("checkpoint:"))
+    assert nodes[ck]["step"] == 40 and nodes[ck]["digest"].startswith("sha256:")
+    trainer = next(c["id"] for c in doc["upstream"]["children"][0]["children"])
+    assert nodes[trainer]["step"] == "train"
+    # downstream: both inference shards and their outputs
+    infers = [c for c in doc["downstream"]["children"] if nodes[c["id"]].get("step") == "infer"]
+    assert len(infers) == 2
+    outputs = {o["id"] for c in infers for o in c.get("children", [])}
+    assert all(o.startswith("output:") and o.endswith(".jsonl") for o in outputs)
+    assert len(outputs) == 2
+    # the text view says the same, readably
+    res = gangway("lineage", f"model:{version}", "--tracking-uri", mlflow_server)
+    assert res.returncode == 0 and "upstream" in res.stdout and "checkpoint step 40" in res.stdout
+
+
+@pytest.mark.e2e
+def test_two_runs_on_the_same_data_share_the_dataset_node(
+    two_runs: tuple[Path, Run, Run], mlflow_server: str
+) -> None:
+    _, first, second = two_runs
+    stage = next(
+        r
+        for r in _step_runs(mlflow_server, first.uid)
+        if r.data.tags.get("gangway.step") == "stage"
+    )
+    digest = stage.data.tags["gangway.dataset_digest"]
+    doc = _lineage(mlflow_server, f"dataset:{digest[:20]}")
+    nodes = doc["nodes"]
+    trainers = {
+        nodes[i]["workflow"]
+        for i in _ids(doc["downstream"])
+        if i.startswith("run:") and nodes[i].get("step") == "train"
+    }
+    assert trainers == {first.name, second.name}
+    stagers = {nodes[i]["workflow"] for i in _ids(doc["upstream"]) if i.startswith("run:")}
+    assert stagers == {first.name, second.name}
+    # and the workflow view walks from the workflow to the outputs
+    wf = _lineage(mlflow_server, f"workflow:{second.name}")
+    assert _path(
+        wf["downstream"], ["run", "dataset", "run", "checkpoint", "model", "run", "output"]
+    )
+
+
+@pytest.mark.e2e
+def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) -> None:
+    """Stop the tracking server once staging is recorded; bring it back once training is
+    done. Later steps send what was spooled; nothing is lost or doubled."""
+    db = tmp_path / "mlflow"
+    db.mkdir()
+    port = _free_port()
+    uri = f"http://127.0.0.1:{port}"
+    server = start_mlflow_server(db, port)
+    state = tmp_path / "state"
+    env = {**os.environ, "COLUMNS": "200", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+    proc = subprocess.Popen(
+        [
+            *GANGWAY,
+            "run",
+            PIPELINE,
+            *SMALL,
+            "-p",
+            f"mlflow-tracking-uri={uri}",
+            "--state-dir",
+            str(state),
+        ],
+        stdout=(tmp_path / "run.log").open("w"),
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    try:
+        spool = _wait_for(lambda: _spool_with(state, "stage", synced=True), proc)
+        stop_server(server)
+        _wait_for(lambda: _spool_with(state, "train", synced=False, finished=True), proc)
+        assert not list(spool.glob("*-train-*.json.synced")), "train was sent while MLflow was down"
+        server = start_mlflow_server(db, port)
+        proc.wait(timeout=900)
+        assert proc.returncode == 0, (tmp_path / "run.log").read_text()[-3000:]
+        logs = [p.read_text() for p in state.glob("runs/*/logs/**/*.log")]
+        assert any("spooled at" in text for text in logs)  # steps said where lineage waited
+        uid = spool.parent.name
+        runs = _step_runs(uri, uid)
+        steps = [r for r in runs if r.data.tags["gangway.kind"] == "step"]
+        assert Counter(r.data.tags["gangway.step"] for r in steps) == STEPS
+        assert sum(r.data.tags["gangway.kind"] == "workflow" for r in runs) == 1
+        train = next(r for r in steps if r.data.tags["gangway.step"] == "train")
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        history = [(m.step, m.value) for m in client.get_metric_history(train.info.run_id, "loss")]
+        assert [s for s, _ in history] == [10, 20, 30, 40]
+        # Replaying everything again (markers gone) changes nothing.
+        for mark in spool.glob("*.synced"):
+            mark.unlink()
+        res = gangway(
+            "lineage", "sync", "--spool", f"file://{state}/storage", "--tracking-uri", uri
+        )
+        assert res.returncode == 0, res.stderr
+        assert "sent 6 record(s)" in res.stdout and "0 still pending" in res.stdout
+        again = _step_runs(uri, uid)
+        assert sorted(r.info.run_id for r in again) == sorted(r.info.run_id for r in runs)
+        history2 = client.get_metric_history(train.info.run_id, "loss")
+        assert len(history2) == len(history)
+        assert len(client.search_model_versions("name = 'train-eval-infer'")) == 1
+        doc = _lineage(uri, f"workflow:{uid}")
+        assert _path(
+            doc["downstream"], ["run", "dataset", "run", "checkpoint", "model", "run", "output"]
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stop_server(server)
+
+
+def _spool_with(state: Path, step: str, *, synced: bool, finished: bool = False) -> Path | None:
+    for rec in (state / "storage" / "runs").glob(f"*/lineage/*-{step}-*.json"):
+        if synced and not rec.with_name(rec.name + ".synced").exists():
+            continue
+        if finished and json.loads(rec.read_text())["status"] != "FINISHED":
+            continue
+        return rec.parent
+    return None
+
+
+def _wait_for(probe: Any, proc: subprocess.Popen[str], timeout: float = 600) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found is not None:
+            return Path(found)
+        if proc.poll() is not None:
+            raise AssertionError(f"the pipeline ended too early (exit {proc.returncode})")
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for the pipeline")
