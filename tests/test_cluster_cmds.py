@@ -191,7 +191,9 @@ def test_submit_dry_run_prints_the_exact_objects() -> None:
     assert res.returncode == 0, res.stderr
     wt, wf = [d for d in yaml.safe_load_all(res.stdout) if d]
     assert wt["kind"] == "WorkflowTemplate" and wf["kind"] == "Workflow"
-    assert wf["spec"]["arguments"]["parameters"] == [{"name": "nodes", "value": "4"}]
+    params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
+    assert params["nodes"] == "4" and params["cluster"] == "env"
+    assert len(params["git-sha"].removesuffix("-dirty")) == 40  # recorded on the MLflow run
 
 
 def test_without_a_cluster_the_error_says_what_to_set() -> None:

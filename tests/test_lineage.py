@@ -13,11 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
+from gangway.links import controller_links
 from tests.conftest import REPO, _free_port, start_mlflow_server, stop_server
 from tests.test_cli import GANGWAY, gangway
+from tests.test_links import _workflow, argo_process_url
 
 PIPELINE = "pipelines/train_eval_infer.py"
 SMALL = ["-p", "train-steps=40", "-p", "checkpoint-every=20", "-p", "shards=2"]
@@ -76,10 +79,14 @@ def _path(tree: dict[str, Any], kinds: list[str]) -> bool:
     )
 
 
-def _step_runs(uri: str, uid: str) -> list[Any]:
+def _client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
+    return MlflowClient(tracking_uri=uri)
+
+
+def _step_runs(uri: str, uid: str) -> list[Any]:
+    client = _client(uri)
     exp = client.get_experiment_by_name("train-eval-infer")
     assert exp is not None
     return list(client.search_runs([exp.experiment_id], f"tags.`gangway.workflow_uid` = '{uid}'"))
@@ -113,6 +120,13 @@ def test_pipeline_records_one_run_per_step_and_links_them(
     assert tags["gangway.cluster"] == "local" and len(tags["gangway.git_sha"]) >= 40
     assert tags["gangway.namespace"] == "local" and tags["gangway.image"]
     assert parent.data.params["train-steps"] == "40"
+    # The Argo UI's workflow link (as Argo fills it in) lists exactly this workflow's runs.
+    exp = parent.info.experiment_id
+    link = argo_process_url(controller_links(mlflow_server)[0]["url"], _workflow(first.uid, exp))
+    path, query = link.split("#", 1)[1].split("?searchFilter=")
+    assert path == f"/experiments/{exp}/runs"
+    found = _client(mlflow_server).search_runs([exp], unquote(query))
+    assert {r.info.run_id for r in found} == {r.info.run_id for r in runs}
     # Every container step outputs the URL of its own run.
     urls = sorted((state / "runs" / first.name / "steps").glob("*/attempt-*/out/mlflow_run_url"))
     assert len(urls) == 5

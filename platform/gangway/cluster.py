@@ -3,7 +3,8 @@
 Precedence: an explicit ``--cluster NAME`` (looked up in the file named by ``GANGWAY_CONFIG``,
 under ``clusters:``), else the Argo CLI's own environment (``ARGO_SERVER``, ``ARGO_TOKEN``,
 ``ARGO_NAMESPACE``, ``ARGO_INSECURE_SKIP_VERIFY``, ``ARGO_BASE_HREF``). Nothing configured is a
-clear error, never a guess.
+clear error, never a guess. ``GANGWAY_MLFLOW_URL`` (or ``mlflow_url:`` per cluster) names the
+MLflow server as users reach it, for the workflow's link to its MLflow runs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class ClusterConfig:
     verify_ssl: bool = True
     kube_context: str | None = None
     ui_url: str | None = None
+    mlflow_url: str | None = None
+    """The MLflow server as users reach it (UI links; the experiment id for the Argo link)."""
 
     @property
     def base_url(self) -> str:
@@ -79,6 +82,7 @@ def resolve_cluster(name: str | None, env: Mapping[str, str] | None = None) -> C
             verify_ssl=not c.get("insecure_skip_verify", False),
             kube_context=c.get("kube_context"),
             ui_url=c.get("ui_url"),
+            mlflow_url=c.get("mlflow_url") or env.get("GANGWAY_MLFLOW_URL") or None,
         )
     server = env.get("ARGO_SERVER")
     if not server:
@@ -97,4 +101,5 @@ def resolve_cluster(name: str | None, env: Mapping[str, str] | None = None) -> C
         token=token,
         verify_ssl=not _bool(env.get("ARGO_INSECURE_SKIP_VERIFY")),
         ui_url=env.get("ARGO_BASE_HREF") or None,
+        mlflow_url=env.get("GANGWAY_MLFLOW_URL") or None,
     )

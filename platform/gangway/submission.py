@@ -13,7 +13,15 @@ from typing import Any, Protocol
 
 from gangway.errors import PermanentError, TransientError
 
-__all__ = ["ArgoApi", "Plan", "apply_plan", "deploy_plan", "submit_plan"]
+__all__ = [
+    "ArgoApi",
+    "Plan",
+    "apply_plan",
+    "deploy_plan",
+    "pipeline_of",
+    "submit_plan",
+    "with_experiments",
+]
 
 _DEPLOYABLE = {"WorkflowTemplate", "CronWorkflow", "ClusterWorkflowTemplate"}
 
@@ -79,6 +87,26 @@ def deploy_plan(objects: Sequence[Mapping[str, Any]], namespace: str) -> Plan:
                 f"{obj.get('kind')} (use `gangway submit` to run a pipeline)"
             )
     return Plan([_with_namespace(o, namespace) for o in objects], None, namespace)
+
+
+def pipeline_of(obj: Mapping[str, Any]) -> str:
+    """The pipeline an object runs: its ``gangway.dev/pipeline`` label, else its name."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return str(labels.get("gangway.dev/pipeline") or meta.get("name") or meta.get("generateName"))
+
+
+def with_experiments(plan: Plan, experiment_ids: Mapping[str, str]) -> Plan:
+    """The plan with each object annotated with its pipeline's MLflow experiment id (by
+    pipeline name), which the Argo UI link to a workflow's MLflow runs reads (see
+    :mod:`gangway.links`)."""
+    from gangway.links import annotate_experiment
+
+    def one(obj: dict[str, Any]) -> dict[str, Any]:
+        exp = experiment_ids.get(pipeline_of(obj))
+        return annotate_experiment(obj, exp) if exp else obj
+
+    return Plan([one(o) for o in plan.upserts], one(plan.run) if plan.run else None, plan.namespace)
 
 
 class ArgoApi(Protocol):

@@ -32,6 +32,7 @@ app.command("submit")(cluster_cmds.submit_cmd)
 app.command("deploy")(cluster_cmds.deploy_cmd)
 app.command("status")(cluster_cmds.status_cmd)
 app.command("logs")(cluster_cmds.logs_cmd)
+app.command("links")(cluster_cmds.links_cmd)
 app.command("ls")(data.ls)
 app.command("lineage")(lineage.lineage_cmd)
 

@@ -10,10 +10,10 @@ import typer
 import yaml
 from rich.table import Table
 
-from gangway.cli._output import console
+from gangway.cli._output import console, err_console
 from gangway.errors import PermanentError
 
-__all__ = ["deploy_cmd", "logs_cmd", "status_cmd", "submit_cmd"]
+__all__ = ["deploy_cmd", "links_cmd", "logs_cmd", "status_cmd", "submit_cmd"]
 
 ClusterOpt = Annotated[
     str | None, typer.Option(help="cluster name from GANGWAY_CONFIG (default: ARGO_* env)")
@@ -39,7 +39,7 @@ def _lint_or_fail(objs: list[dict[str, Any]]) -> None:
     from gangway.lint import CrdSchemas, lint_manifest
 
     if not os.environ.get("GANGWAY_CRDS_DIR"):
-        console.print(
+        err_console.print(
             "[yellow]lint skipped: set GANGWAY_CRDS_DIR to check against the CRDs first[/]"
         )
         return
@@ -53,6 +53,63 @@ def _lint_or_fail(objs: list[dict[str, Any]]) -> None:
 
 def _print_objects(objs: list[dict[str, Any]]) -> None:
     typer.echo(yaml.safe_dump_all(objs, sort_keys=False), nl=False)
+
+
+def _mlflow_url(cluster: str | None) -> str | None:
+    """Where users reach MLflow, for a dry run (which must work with no cluster configured)."""
+    import os
+
+    if cluster:
+        from gangway.cluster import resolve_cluster
+
+        return resolve_cluster(cluster).mlflow_url
+    return os.environ.get("GANGWAY_MLFLOW_URL") or None
+
+
+def _link_mlflow(plan: Any, mlflow_url: str | None, *, create: bool) -> Any:
+    """Annotate the plan with each pipeline's MLflow experiment id for the Argo UI link."""
+    from gangway.links import experiment_id
+    from gangway.submission import pipeline_of, with_experiments
+
+    if not mlflow_url:
+        err_console.print(
+            "[yellow]no MLflow link in the Argo UI: set GANGWAY_MLFLOW_URL (or mlflow_url: "
+            "in the cluster config) to the MLflow server users open[/]"
+        )
+        return plan
+    ids: dict[str, str] = {}
+    for name in sorted({pipeline_of(o) for o in plan.upserts}):
+        try:
+            found = experiment_id(mlflow_url, name, create=create)
+        except Exception as e:
+            err_console.print(f"[yellow]no MLflow link: {mlflow_url} did not answer: {e}[/]")
+            return plan
+        if found is None:
+            err_console.print(f"note: experiment {name!r} does not exist yet; submit creates it")
+        else:
+            ids[name] = found
+    return with_experiments(plan, ids)
+
+
+def _declared(obj: dict[str, Any]) -> set[str]:
+    return {p["name"] for p in (obj.get("spec") or {}).get("arguments", {}).get("parameters", [])}
+
+
+def _provenance(
+    pipeline: Path, obj: dict[str, Any], params: dict[str, str], cluster: str
+) -> dict[str, str]:
+    """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own)."""
+    from gangway.provenance import provenance_params
+
+    if pipeline.suffix != ".py":
+        return {}
+    return provenance_params(pipeline, _declared(obj), params, cluster=cluster)
+
+
+def _dry_params(
+    pipeline: Path, obj: dict[str, Any], params: dict[str, str], cluster: str | None
+) -> dict[str, str]:
+    return {**params, **_provenance(pipeline, obj, params, cluster or "env")}
 
 
 def _connect(cluster: str | None) -> tuple[Any, Any]:
@@ -77,14 +134,20 @@ def submit_cmd(
 
     objs = _manifests(pipeline)
     _lint_or_fail(objs)
+    params = _params(param)
     if dry_run:
-        plan = submit_plan(objs[0], _params(param), namespace or "argo")
+        plan = submit_plan(
+            objs[0], _dry_params(pipeline, objs[0], params, cluster), namespace or "argo"
+        )
+        plan = _link_mlflow(plan, _mlflow_url(cluster), create=False)
         _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
         return
     from gangway.submission import apply_plan
 
     c, api = _connect(cluster)
-    plan = submit_plan(objs[0], _params(param), namespace or c.namespace)
+    params.update(_provenance(pipeline, objs[0], params, c.name))
+    plan = submit_plan(objs[0], params, namespace or c.namespace)
+    plan = _link_mlflow(plan, c.mlflow_url, create=True)
     done, created = apply_plan(plan, api)
     for line in done:
         console.print(line)
@@ -106,12 +169,16 @@ def deploy_cmd(
     objs = _manifests(pipeline)
     _lint_or_fail(objs)
     if dry_run:
-        _print_objects(deploy_plan(objs, namespace or "argo").upserts)
+        plan = _link_mlflow(
+            deploy_plan(objs, namespace or "argo"), _mlflow_url(cluster), create=False
+        )
+        _print_objects(plan.upserts)
         return
     from gangway.submission import apply_plan
 
     c, api = _connect(cluster)
-    done, _ = apply_plan(deploy_plan(objs, namespace or c.namespace), api)
+    plan = _link_mlflow(deploy_plan(objs, namespace or c.namespace), c.mlflow_url, create=True)
+    done, _ = apply_plan(plan, api)
     for line in done:
         console.print(line)
 
@@ -170,3 +237,20 @@ def logs_cmd(
     for pod, text in read_logs(workflow, namespace or c.namespace, c.kube_context, step):
         console.rule(pod)
         typer.echo(text, nl=False)
+
+
+def links_cmd(
+    mlflow_url: Annotated[
+        str, typer.Option(help="the MLflow server as users open it, e.g. https://mlflow.lab")
+    ],
+    namespace: Annotated[str, typer.Option(help="Argo's namespace")] = "argo",
+) -> None:
+    """Print the Argo workflow-controller ConfigMap that links each workflow to its MLflow runs.
+
+    Save it as manifests/argo/workflow-controller-configmap.yaml (or merge its `links` into
+    your own ConfigMap). Workflows get the experiment annotation the links read from
+    `gangway submit` / `gangway deploy` (set GANGWAY_MLFLOW_URL or mlflow_url: per cluster).
+    """
+    from gangway.links import configmap_yaml
+
+    typer.echo(configmap_yaml(mlflow_url, namespace), nl=False)

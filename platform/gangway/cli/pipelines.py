@@ -157,6 +157,12 @@ def run_cmd(
         spool = spool.replace("{{workflow.uid}}", result.uid)
         parent = finish_workflow(tracking, pipeline_name, result.uid, result.phase, spool)
         where.append(f"mlflow:  experiment {pipeline_name!r}, workflow run {parent}")
+        if tracking.startswith(("http://", "https://")):
+            from gangway.links import experiment_id, workflow_runs_url
+
+            exp = experiment_id(tracking, pipeline_name, create=False)
+            if exp:
+                where.append(f"         {workflow_runs_url(tracking, exp, result.uid)}")
         where.append(f"lineage: gangway lineage workflow:{result.name} --tracking-uri {tracking}")
         if tracking.startswith("sqlite:"):
             where.append(f"         mlflow ui --backend-store-uri {tracking}")

@@ -160,8 +160,9 @@ def build_graph(snap: Snapshot) -> Graph:
         model_id = v.source.removeprefix("models:/")
         if model_id in by_model:
             g.edge(by_model[model_id], node)
-        if v.run_id and v.run_id in runs:
+        if v.run_id and v.run_id in runs:  # the evaluation that chose and registered it
             g.add(node, registered_by=f"run:{v.run_id}")
+            g.edge(f"run:{v.run_id}", node)
     return g
 
 
@@ -181,7 +182,7 @@ class TreeNode:
 
 
 def _order(g: Graph, ids: set[str]) -> list[str]:
-    kinds = {"dataset": 0, "workflow": 1, "run": 2, "checkpoint": 3, "model": 4, "output": 5}
+    kinds = {"dataset": 0, "checkpoint": 1, "model": 2, "workflow": 3, "run": 4, "output": 5}
 
     def key(i: str) -> tuple[int, int, int, str]:
         n = g.nodes.get(i, {})

@@ -1,0 +1,114 @@
+"""Links in the Argo UI from a workflow to its MLflow parent run.
+
+The Argo server shows the controller config's ``links`` on every workflow page, substituting
+``${...}`` placeholders from the workflow object: ``${metadata.uid}`` and, since Argo 3.6,
+``${workflow.metadata.annotations.KEY}`` even for keys with dots and slashes. The parent run's
+id is not known when the workflow is created (its first step creates it), so the link opens the
+pipeline's experiment filtered to the runs tagged with the workflow's uid — the parent run
+and its steps. The experiment id comes from an annotation ``gangway submit`` / ``gangway
+deploy`` set (see :func:`annotate_experiment`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import yaml
+
+__all__ = [
+    "EXPERIMENT_ANNOTATION",
+    "annotate_experiment",
+    "configmap_yaml",
+    "controller_configmap",
+    "controller_links",
+    "experiment_id",
+    "workflow_runs_url",
+]
+
+EXPERIMENT_ANNOTATION = "gangway.dev/mlflow-experiment-id"
+
+
+_BY_UID = "tags.`gangway.workflow_uid` = '"
+"""An MLflow search filter selecting a workflow's runs, up to the uid and closing quote."""
+
+
+def workflow_runs_url(mlflow_ui: str, experiment_id: str, workflow_uid: str) -> str:
+    """The MLflow UI page listing a workflow's parent run and step runs."""
+    base = mlflow_ui.rstrip("/")
+    query = quote(f"{_BY_UID}{workflow_uid}'", safe="")
+    return f"{base}/#/experiments/{experiment_id}/runs?searchFilter={query}"
+
+
+def controller_links(mlflow_ui: str) -> list[dict[str, str]]:
+    """The workflow-scoped ``links`` for the Argo workflow-controller ConfigMap."""
+    base = mlflow_ui.rstrip("/")
+    experiment = "${workflow.metadata.annotations." + EXPERIMENT_ANNOTATION + "}"
+    run_filter = quote(_BY_UID, safe="") + "${metadata.uid}" + quote("'", safe="")
+    return [
+        {
+            "name": "MLflow run",
+            "scope": "workflow",
+            "url": f"{base}/#/experiments/{experiment}/runs?searchFilter={run_filter}",
+        },
+        {
+            "name": "MLflow experiment",
+            "scope": "workflow",
+            "url": f"{base}/#/experiments/{experiment}",
+        },
+    ]
+
+
+def controller_configmap(mlflow_ui: str, namespace: str = "argo") -> dict[str, Any]:
+    """``workflow-controller-configmap`` carrying Gangway's links (merge it into yours)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "workflow-controller-configmap", "namespace": namespace},
+        "data": {"links": yaml.safe_dump(controller_links(mlflow_ui), sort_keys=False)},
+    }
+
+
+def configmap_yaml(mlflow_ui: str, namespace: str = "argo") -> str:
+    """:func:`controller_configmap` as YAML, its ``links`` as a readable block."""
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, text)
+    return yaml.dump(
+        controller_configmap(mlflow_ui, namespace), Dumper=_Dumper, sort_keys=False, width=1000
+    )
+
+
+def annotate_experiment(obj: Mapping[str, Any], experiment_id: str) -> dict[str, Any]:
+    """``obj`` with the experiment annotation on every Workflow it is or will create."""
+    out = copy.deepcopy(dict(obj))
+    kind = out.get("kind")
+    if kind == "Workflow":
+        meta = out.setdefault("metadata", {})
+    elif kind in ("WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow"):
+        meta = out.setdefault("spec", {}).setdefault("workflowMetadata", {})
+    else:
+        return out
+    meta.setdefault("annotations", {})[EXPERIMENT_ANNOTATION] = experiment_id
+    return out
+
+
+def experiment_id(mlflow_url: str, pipeline: str, *, create: bool) -> str | None:
+    """The id of the pipeline's MLflow experiment (thin I/O); created when asked and missing."""
+    from mlflow.tracking import MlflowClient
+
+    from gangway.lineage.replay import ensure_experiment
+
+    client = MlflowClient(tracking_uri=mlflow_url)
+    if create:
+        return ensure_experiment(client, pipeline)
+    exp = client.get_experiment_by_name(pipeline)
+    return None if exp is None else str(exp.experiment_id)

@@ -1,0 +1,118 @@
+"""The Argo UI link from a workflow to its MLflow runs: the controller config shipped in
+manifests/, how Argo fills it in, and the annotation submit/deploy put on workflows."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+import yaml
+
+from gangway.links import (
+    EXPERIMENT_ANNOTATION,
+    annotate_experiment,
+    configmap_yaml,
+    controller_links,
+    workflow_runs_url,
+)
+from tests.conftest import REPO
+from tests.test_cluster_cmds import _gangway
+
+SHIPPED = REPO / "manifests" / "argo" / "workflow-controller-configmap.yaml"
+
+
+def argo_process_url(url: str, obj: dict[str, Any]) -> str:
+    """What the Argo UI (>= 3.6, ui/src/shared/components/links.tsx) does to a link URL: each
+    ``${a.b.c}`` is looked up in the object by dots, except that a key under
+    ``workflow.metadata.labels`` / ``.annotations`` is taken whole (it has dots itself)."""
+
+    def one(m: re.Match[str]) -> str:
+        parts = m.group(1).split(".")
+        if m.group(1).startswith(("workflow.metadata.labels", "workflow.metadata.annotations")):
+            parts = [*parts[:3], ".".join(parts[3:])]
+        value: Any = obj
+        for p in parts:
+            value = value.get(p) if isinstance(value, dict) else None
+        return str(value) if value else ("" if parts[0] == "workflow" else "null")
+
+    return re.sub(r"\$\{([^}]*)\}", one, url)
+
+
+def _workflow(uid: str, experiment: str) -> dict[str, Any]:
+    wf = annotate_experiment(
+        {"kind": "Workflow", "metadata": {"name": "wf", "uid": uid}}, experiment
+    )
+    # The UI passes the workflow as the object, and again under `workflow`.
+    return {"metadata": wf["metadata"], "status": {}, "workflow": wf}
+
+
+def test_shipped_controller_config_is_what_gangway_links_renders() -> None:
+    assert SHIPPED.read_text() == configmap_yaml("https://mlflow.example.com")
+    cm = yaml.safe_load(SHIPPED.read_text())
+    assert yaml.safe_load(cm["data"]["links"]) == controller_links("https://mlflow.example.com")
+    res = _gangway("links", "--mlflow-url", "https://mlflow.example.com")
+    assert res.returncode == 0 and res.stdout == SHIPPED.read_text()
+
+
+def test_argo_fills_the_link_with_the_workflow_uid_and_experiment() -> None:
+    url = controller_links("https://mlflow.lab/")[0]["url"]
+    got = argo_process_url(url, _workflow("2f1c-uid", "17"))
+    assert got == workflow_runs_url("https://mlflow.lab", "17", "2f1c-uid")
+    assert got.startswith("https://mlflow.lab/#/experiments/17/runs?searchFilter=")
+    assert unquote(got.split("searchFilter=")[1]) == "tags.`gangway.workflow_uid` = '2f1c-uid'"
+
+
+def test_the_annotation_lands_where_argo_copies_it_to_workflows() -> None:
+    for kind in ("WorkflowTemplate", "CronWorkflow"):
+        obj = annotate_experiment({"kind": kind, "spec": {}}, "5")
+        assert obj["spec"]["workflowMetadata"]["annotations"] == {EXPERIMENT_ANNOTATION: "5"}
+    wf = annotate_experiment({"kind": "Workflow", "metadata": {"annotations": {"a": "b"}}}, "5")
+    assert wf["metadata"]["annotations"] == {"a": "b", EXPERIMENT_ANNOTATION: "5"}
+    assert annotate_experiment({"kind": "ConfigMap"}, "5") == {"kind": "ConfigMap"}
+
+
+def test_submit_dry_run_annotates_with_the_pipelines_experiment(mlflow_server: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from gangway.lineage.replay import ensure_experiment
+
+    exp = ensure_experiment(MlflowClient(tracking_uri=mlflow_server), "train-eval-infer")
+    res = _gangway(
+        "submit",
+        "pipelines/train_eval_infer.py",
+        "--dry-run",
+        env={"GANGWAY_MLFLOW_URL": mlflow_server},
+    )
+    assert res.returncode == 0, res.stderr
+    wt, wf = [d for d in yaml.safe_load_all(res.stdout) if d]
+    assert wt["spec"]["workflowMetadata"]["annotations"][EXPERIMENT_ANNOTATION] == exp
+    assert wf["metadata"]["annotations"][EXPERIMENT_ANNOTATION] == exp
+    res = _gangway("submit", "pipelines/train_eval_infer.py", "--dry-run")
+    assert res.returncode == 0 and "set GANGWAY_MLFLOW_URL" in res.stderr
+    assert EXPERIMENT_ANNOTATION not in res.stdout
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for its kustomize) absent")
+def test_the_component_merges_links_into_an_existing_controller_config(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "manifests", tmp_path / "manifests")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: workflow-controller-configmap, "
+        "namespace: argo}\ndata: {parallelism: '10'}\n"
+    )
+    (site / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: [cm.yaml]\ncomponents: [../manifests/argo]\n"
+    )
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(site)], capture_output=True, text=True, check=True
+    ).stdout
+    cm = yaml.safe_load(out)
+    assert cm["data"]["parallelism"] == "10"
+    assert yaml.safe_load(cm["data"]["links"])[0]["name"] == "MLflow run"
