@@ -92,6 +92,10 @@ def _step_runs(uri: str, uid: str) -> list[Any]:
     return list(client.search_runs([exp.experiment_id], f"tags.`gangway.workflow_uid` = '{uid}'"))
 
 
+def _step_run(uri: str, uid: str, step: str) -> Any:
+    return next(r for r in _step_runs(uri, uid) if r.data.tags.get("gangway.step") == step)
+
+
 @pytest.fixture(scope="module")
 def two_runs(
     mlflow_server: str, tmp_path_factory: pytest.TempPathFactory
@@ -138,11 +142,7 @@ def test_lineage_walks_from_a_model_version_both_ways(
     two_runs: tuple[Path, Run, Run], mlflow_server: str
 ) -> None:
     _, first, _ = two_runs
-    evaluate = next(
-        r
-        for r in _step_runs(mlflow_server, first.uid)
-        if r.data.tags.get("gangway.step") == "evaluate"
-    )
+    evaluate = _step_run(mlflow_server, first.uid, "evaluate")
     version = evaluate.data.tags["gangway.registered"]
     doc = _lineage(mlflow_server, f"model:{version}")
     assert doc["root"] == f"model:{version}"
@@ -169,11 +169,7 @@ def test_two_runs_on_the_same_data_share_the_dataset_node(
     two_runs: tuple[Path, Run, Run], mlflow_server: str
 ) -> None:
     _, first, second = two_runs
-    stage = next(
-        r
-        for r in _step_runs(mlflow_server, first.uid)
-        if r.data.tags.get("gangway.step") == "stage"
-    )
+    stage = _step_run(mlflow_server, first.uid, "stage")
     digest = stage.data.tags["gangway.dataset_digest"]
     doc = _lineage(mlflow_server, f"dataset:{digest[:20]}")
     nodes = doc["nodes"]
