@@ -141,9 +141,13 @@ def pipeline(
     )
 
 
-def _tracking_env(step_name: str) -> list[m.EnvVar]:
-    """What a step needs to record its lineage (see :mod:`gangway.tracking`)."""
-    return [
+def _tracking_env(step_name: str, *, params: bool = True) -> list[m.EnvVar]:
+    """What a step needs to record its lineage (see :mod:`gangway.tracking`).
+
+    ``params=False`` leaves out the workflow parameters as JSON: inside a resource template's
+    manifest (YAML text) a value with a quote would break it; container steps record them.
+    """
+    env = [
         m.EnvVar(name="MLFLOW_TRACKING_URI", value="{{workflow.parameters.mlflow-tracking-uri}}"),
         m.EnvVar(name="GANGWAY_PIPELINE", value="{{workflow.labels.gangway.dev/pipeline}}"),
         m.EnvVar(name="GANGWAY_WORKFLOW_NAME", value="{{workflow.name}}"),
@@ -152,11 +156,13 @@ def _tracking_env(step_name: str) -> list[m.EnvVar]:
         m.EnvVar(name="GANGWAY_CLUSTER", value="{{workflow.parameters.cluster}}"),
         m.EnvVar(name="GANGWAY_GIT_SHA", value="{{workflow.parameters.git-sha}}"),
         m.EnvVar(name="GANGWAY_IMAGE", value="{{workflow.parameters.image}}"),
-        m.EnvVar(name="GANGWAY_WORKFLOW_PARAMS", value="{{workflow.parameters.json}}"),
         m.EnvVar(name="GANGWAY_LINEAGE_SPOOL", value=LINEAGE_SPOOL),
         m.EnvVar(name="GANGWAY_STEP", value=step_name),
         m.EnvVar(name="GANGWAY_OUTPUTS", value=OUT_DIR),
     ]
+    if params:
+        env.append(m.EnvVar(name="GANGWAY_WORKFLOW_PARAMS", value="{{workflow.parameters.json}}"))
+    return env
 
 
 def _outputs(outputs: Sequence[str]) -> list[Parameter]:
@@ -239,7 +245,7 @@ def gang_step(
         image="{{workflow.parameters.image}}",
         command=launch[:3],
         args=launch[3:],
-        env=_tracking_env(name),
+        env=_tracking_env(name, params=False),
         resources=m.ResourceRequirements(
             requests={**defaults.requests, **gpu_limits}, limits=gpu_limits
         ),
