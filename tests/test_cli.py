@@ -66,6 +66,8 @@ def test_run_reference_pipeline_end_to_end(tmp_path: Path) -> None:
         "checkpoint-every=10",
         "-p",
         "shards=3",
+        "--parallelism",
+        "2",
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Succeeded" in res.stdout and "train-eval-infer" in res.stdout
