@@ -163,9 +163,9 @@ def run_cmd(
             exp = experiment_id(tracking, pipeline_name, create=False)
             if exp:
                 where.append(f"         {workflow_runs_url(tracking, exp, result.uid)}")
-        where.append(f"lineage: gangway lineage workflow:{result.name} --tracking-uri {tracking}")
         if tracking.startswith("sqlite:"):
             where.append(f"         mlflow ui --backend-store-uri {tracking}")
+        where.append(f"lineage: gangway lineage workflow:{result.name} --tracking-uri {tracking}")
     where.append(f"params:  {json.dumps(result.parameters)}")
     for line in where:
         console.print(line, soft_wrap=True, highlight=False, markup=False)

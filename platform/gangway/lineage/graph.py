@@ -160,9 +160,9 @@ def build_graph(snap: Snapshot) -> Graph:
         model_id = v.source.removeprefix("models:/")
         if model_id in by_model:
             g.edge(by_model[model_id], node)
-        if v.run_id and v.run_id in runs:  # the evaluation that chose and registered it
+        if v.run_id and v.run_id in runs:  # the evaluation that chose it: an attribute, not
+            # an edge, so trees show the version under the checkpoint it is, not every one read
             g.add(node, registered_by=f"run:{v.run_id}")
-            g.edge(f"run:{v.run_id}", node)
     return g
 
 
