@@ -92,3 +92,26 @@ def test_tracking_is_off_without_a_tracking_uri(tmp_path: Path) -> None:
     with StepTracker(env={}) as t:
         t.log_metric("loss", 1.0)
     assert not t.enabled and t.run_id is None
+
+
+def test_replay_after_a_race_keeps_one_run_per_record(mlflow_server: str) -> None:
+    """Two replays that raced both created the step's run: the next replay keeps the smaller
+    id, deletes the other, and adds no metric twice."""
+    from mlflow.tracking import MlflowClient
+
+    from gangway.lineage.records import MetricPoint, StepRecord, workflow_from_env
+    from gangway.lineage.replay import ensure_experiment, replay
+
+    env = _env(mlflow_server, "race", "train")
+    rec = StepRecord(workflow=workflow_from_env(env), step="train", status="FINISHED")
+    rec.metrics = [MetricPoint(key="loss", value=v, step=s) for s, v in ((1, 3.0), (2, 2.0))]
+    client = MlflowClient(tracking_uri=mlflow_server)
+    run_id, _ = replay(client, mlflow_server, rec)
+    exp = ensure_experiment(client, "p-test")
+    twin = client.create_run(exp, tags={"gangway.record": rec.key, "gangway.kind": "step"})
+    again, _ = replay(client, mlflow_server, rec)
+    assert again == min(run_id, twin.info.run_id)
+    alive = client.search_runs([exp], f"tags.`gangway.record` = '{rec.key}'")
+    assert [r.info.run_id for r in alive] == [again]
+    history = client.get_metric_history(again, "loss")  # whichever survived has each once
+    assert [(m.step, m.value) for m in history] == [(1, 3.0), (2, 2.0)]
