@@ -42,15 +42,17 @@ def sync(spool: Spool, tracking_uri: str) -> SyncReport:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
     from mlflow.tracking import MlflowClient
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # after import: it sets its own
 
     from gangway.lineage.replay import replay
 
     client = MlflowClient(tracking_uri=tracking_uri)
+    seen: dict[str, str] = {}
     for i, rec in enumerate(todo):
         try:
-            report.runs[rec.key] = replay(client, tracking_uri, rec)
+            report.runs[rec.key] = replay(client, tracking_uri, rec, seen)
         except Exception as e:
             report.error = f"{rec.file_name}: {type(e).__name__}: {_first_line(e)}"
             if _rejected(e):  # this record is at fault, not the server: go on with the rest

@@ -215,8 +215,14 @@ def _model_version_of(client: Any, checkpoint_uri: str) -> str | None:
     return f"{v.name}/{v.version}"
 
 
-def replay(client: Any, tracking_uri: str, rec: StepRecord) -> tuple[str, str]:
-    """Write ``rec`` to MLflow (idempotently); returns ``(run_id, run_url)``."""
+def replay(
+    client: Any, tracking_uri: str, rec: StepRecord, seen: dict[str, str] | None = None
+) -> tuple[str, str]:
+    """Write ``rec`` to MLflow (idempotently); returns ``(run_id, run_url)``.
+
+    ``seen`` carries the experiment and parent run ids from one record to the next of a sync.
+    """
+    seen = {} if seen is None else seen
     from mlflow.entities import (
         Dataset,
         DatasetInput,
@@ -227,8 +233,13 @@ def replay(client: Any, tracking_uri: str, rec: StepRecord) -> tuple[str, str]:
         RunTag,
     )
 
-    exp_id = ensure_experiment(client, rec.workflow.pipeline)
-    parent = ensure_parent(client, exp_id, rec.workflow) if rec.workflow.uid else None
+    exp_key, parent_key = f"experiment:{rec.workflow.pipeline}", f"parent:{rec.workflow.uid}"
+    if exp_key not in seen:
+        seen[exp_key] = ensure_experiment(client, rec.workflow.pipeline)
+    exp_id = seen[exp_key]
+    if rec.workflow.uid and parent_key not in seen:
+        seen[parent_key] = ensure_parent(client, exp_id, rec.workflow)
+    parent = seen.get(parent_key)
     run_id = _ensure_run(client, exp_id, rec, parent)
     url = run_url(tracking_uri, exp_id, run_id)
 
@@ -252,9 +263,9 @@ def replay(client: Any, tracking_uri: str, rec: StepRecord) -> tuple[str, str]:
             client, exp_id, rec.registration.checkpoint, None
         )
         tags[f"{T}.registered"] = _register(client, rec, run_id, reg_model)
-    for uri in consumed:
+    for uri in consumed if rec.registration is None else ():
         version = _model_version_of(client, uri)
-        if version and rec.registration is None:
+        if version:
             tags[f"{T}.model_version"] = version
     params = [Param(k, v[:6000]) for k, v in sorted(rec.params.items())]
     for chunk in _chunks(metrics, 1000):
