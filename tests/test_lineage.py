@@ -44,24 +44,15 @@ class Run:
 
 
 def _run_pipeline(state: Path, uri: str, *extra: str) -> Run:
-    res = subprocess.run(
-        [
-            *GANGWAY,
-            "run",
-            PIPELINE,
-            *SMALL,
-            "-p",
-            f"mlflow-tracking-uri={uri}",
-            "--state-dir",
-            str(state),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
+    res = gangway(
+        "run",
+        PIPELINE,
+        *SMALL,
+        "-p",
+        f"mlflow-tracking-uri={uri}",
+        "--state-dir",
+        str(state),
+        *extra,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     line = next(x for x in res.stdout.splitlines() if x.startswith("lineage: "))
