@@ -12,7 +12,7 @@ import yaml
 
 from gangway.errors import NotFoundError, PermanentError
 
-__all__ = ["compile_pipeline", "import_root", "load_pipeline", "to_yaml"]
+__all__ = ["compile_pipeline", "declared_parameters", "import_root", "load_pipeline", "to_yaml"]
 
 
 def load_pipeline(path: Path) -> Any:
@@ -69,6 +69,12 @@ def compile_pipeline(path: Path) -> dict[str, Any]:
     """The manifest of the pipeline in ``path`` as a plain dict."""
     compiled: dict[str, Any] = load_pipeline(path).to_dict()
     return compiled
+
+
+def declared_parameters(manifest: dict[str, Any]) -> set[str]:
+    """The workflow parameters a compiled manifest declares (``spec.arguments.parameters``)."""
+    spec = manifest.get("spec") or {}
+    return {p["name"] for p in (spec.get("arguments") or {}).get("parameters") or []}
 
 
 def to_yaml(manifest: dict[str, Any]) -> str:

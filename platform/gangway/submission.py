@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gangway.compiler import declared_parameters
 from gangway.errors import PermanentError, TransientError
 
 __all__ = [
@@ -51,9 +52,7 @@ def submit_plan(template: Mapping[str, Any], params: Mapping[str, str], namespac
         )
     meta = template.get("metadata") or {}
     name = str(meta["name"])
-    declared = {
-        p["name"] for p in (template.get("spec") or {}).get("arguments", {}).get("parameters", [])
-    }
+    declared = declared_parameters(dict(template))
     unknown = sorted(set(params) - declared)
     if unknown:
         raise PermanentError(

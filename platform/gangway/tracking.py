@@ -34,6 +34,7 @@ from gangway.lineage.records import (
     MetricPoint,
     Registration,
     StepRecord,
+    T,
     now_ms,
     workflow_from_env,
 )
@@ -180,14 +181,13 @@ def finish_workflow(
                 )
         from mlflow.tracking import MlflowClient
 
-        from gangway.lineage.replay import T
+        from gangway.lineage.replay import parent_query
 
         client = MlflowClient(tracking_uri=uri)
         exp = client.get_experiment_by_name(pipeline)
         if exp is None:
             return None
-        query = f"tags.`{T}.workflow_uid` = '{workflow_uid}' and tags.`{T}.kind` = 'workflow'"
-        runs = client.search_runs([exp.experiment_id], filter_string=query)
+        runs = client.search_runs([exp.experiment_id], filter_string=parent_query(workflow_uid))
         for run in runs:
             client.set_tag(run.info.run_id, f"{T}.phase", phase)
             client.set_terminated(run.info.run_id, "FINISHED" if phase == "Succeeded" else "FAILED")

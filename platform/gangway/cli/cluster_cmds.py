@@ -91,19 +91,16 @@ def _link_mlflow(plan: Any, mlflow_url: str | None, *, create: bool) -> Any:
     return with_experiments(plan, ids)
 
 
-def _declared(obj: dict[str, Any]) -> set[str]:
-    return {p["name"] for p in (obj.get("spec") or {}).get("arguments", {}).get("parameters", [])}
-
-
 def _provenance(
     pipeline: Path, obj: dict[str, Any], params: dict[str, str], cluster: str
 ) -> dict[str, str]:
     """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own)."""
+    from gangway.compiler import declared_parameters
     from gangway.provenance import provenance_params
 
     if pipeline.suffix != ".py":
         return {}
-    return provenance_params(pipeline, _declared(obj), params, cluster=cluster)
+    return provenance_params(pipeline, declared_parameters(obj), params, cluster=cluster)
 
 
 def _dry_params(

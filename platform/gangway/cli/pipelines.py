@@ -99,7 +99,7 @@ def run_cmd(
     subprocess, the Volcano Job step as one torchrun per pod on 127.0.0.1, retries by the
     compiled retryStrategy. Storage defaults to file:// under --state-dir.
     """
-    from gangway.compiler import compile_pipeline
+    from gangway.compiler import compile_pipeline, declared_parameters
     from gangway.local import LocalExecutor, NodeResult, workflow_from_template
     from gangway.pipeline import LINEAGE_SPOOL
     from gangway.provenance import provenance_params
@@ -107,9 +107,7 @@ def run_cmd(
     overrides = _params(param)
     root = state_dir.resolve()
     manifest = compile_pipeline(pipeline)
-    params = {
-        p["name"] for p in manifest.get("spec", {}).get("arguments", {}).get("parameters", [])
-    }
+    params = declared_parameters(manifest)
     if "storage-root" in params:
         overrides.setdefault("storage-root", f"file://{root}/storage")
     if "mlflow-tracking-uri" in params:
@@ -149,12 +147,13 @@ def run_cmd(
     where = [f"run:     {storage_root}/runs/{result.uid}", f"logs:    {result.state_dir}/logs"]
     tracking = result.parameters.get("mlflow-tracking-uri", "")
     if tracking:
+        from gangway.local._subst import substitute
         from gangway.tracking import finish_workflow
 
         labels = workflow["metadata"].get("labels", {})
         pipeline_name = labels.get("gangway.dev/pipeline", "adhoc")
-        spool = LINEAGE_SPOOL.replace("{{workflow.parameters.storage-root}}", storage_root)
-        spool = spool.replace("{{workflow.uid}}", result.uid)
+        scope = {"workflow.parameters.storage-root": storage_root, "workflow.uid": result.uid}
+        spool = substitute(LINEAGE_SPOOL, scope, where="the lineage spool")
         parent = finish_workflow(tracking, pipeline_name, result.uid, result.phase, spool)
         where.append(f"mlflow:  experiment {pipeline_name!r}, workflow run {parent}")
         if tracking.startswith(("http://", "https://")):

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from gangway.lineage.records import mlflow_digest
+from gangway.lineage.records import T, mlflow_digest
 
 __all__ = [
     "CheckpointSnap",
@@ -25,8 +25,6 @@ __all__ = [
     "build_graph",
     "walk",
 ]
-
-T = "gangway"
 
 
 @dataclass(frozen=True)

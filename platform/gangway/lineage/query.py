@@ -20,11 +20,10 @@ from gangway.lineage.graph import (
     VersionSnap,
     with_workflow_edges,
 )
-from gangway.lineage.records import mlflow_digest
+from gangway.lineage.records import T, mlflow_digest
 
 __all__ = ["load_snapshot", "resolve"]
 
-T = "gangway"
 KINDS = ("model", "run", "workflow", "dataset")
 
 

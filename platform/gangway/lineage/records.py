@@ -22,6 +22,7 @@ __all__ = [
     "MetricPoint",
     "Registration",
     "StepRecord",
+    "T",
     "WorkflowInfo",
     "mlflow_digest",
     "now_ms",
@@ -29,6 +30,9 @@ __all__ = [
 ]
 
 Status = Literal["RUNNING", "FINISHED", "FAILED", "KILLED"]
+
+T = "gangway"
+"""Prefix of every MLflow tag Gangway writes."""
 
 
 def now_ms() -> int:

@@ -14,12 +14,9 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from gangway.lineage.records import CheckpointRef, StepRecord, WorkflowInfo, mlflow_digest
+from gangway.lineage.records import CheckpointRef, StepRecord, T, WorkflowInfo, mlflow_digest
 
-__all__ = ["T", "replay", "run_url"]
-
-T = "gangway"
-"""Prefix of every tag Gangway writes."""
+__all__ = ["ensure_experiment", "parent_query", "replay", "run_url"]
 
 
 def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
@@ -34,9 +31,12 @@ def _q(value: str) -> str:
 
 
 def _ensure(
-    find: Callable[[], list[str]], create: Callable[[], object], delete: Callable[[str], object]
+    find: Callable[[], list[str]],
+    create: Callable[[], object],
+    delete: Callable[[str, str], object],
 ) -> str:
-    """The one object ``find`` names: created if missing, duplicates from races removed."""
+    """The one object ``find`` names: created if missing, duplicates from races removed
+    (``delete(duplicate, kept)``)."""
     ids = find()
     if not ids:
         create()
@@ -44,7 +44,7 @@ def _ensure(
     keep = min(ids)
     for other in ids:
         if other != keep:
-            delete(other)
+            delete(other, keep)
     return keep
 
 
@@ -66,6 +66,11 @@ def ensure_experiment(client: Any, name: str) -> str:
         return str(exp.experiment_id)
 
 
+def parent_query(workflow_uid: str) -> str:
+    """The MLflow search filter for a workflow's parent run."""
+    return f"tags.`{T}.workflow_uid` = '{_q(workflow_uid)}' and tags.`{T}.kind` = 'workflow'"
+
+
 def _runs(client: Any, exp_id: str, query: str) -> list[str]:
     return sorted(str(r.info.run_id) for r in client.search_runs([exp_id], query, max_results=50))
 
@@ -74,19 +79,13 @@ def ensure_parent(client: Any, exp_id: str, wf: WorkflowInfo) -> str:
     """The workflow's parent run, tagged with where and what ran."""
     from mlflow.entities import Param
 
-    query = f"tags.`{T}.workflow_uid` = '{_q(wf.uid)}' and tags.`{T}.kind` = 'workflow'"
-
-    def delete(run_id: str) -> None:
+    def delete(run_id: str, keep: str) -> None:
         for child in _runs(client, exp_id, f"tags.`mlflow.parentRunId` = '{run_id}'"):
-            client.set_tag(child, "mlflow.parentRunId", keep_holder[0])
+            client.set_tag(child, "mlflow.parentRunId", keep)
         client.delete_run(run_id)
 
-    keep_holder = [""]
-
     def find() -> list[str]:
-        ids = _runs(client, exp_id, query)
-        keep_holder[0] = min(ids) if ids else ""
-        return ids
+        return _runs(client, exp_id, parent_query(wf.uid))
 
     def create() -> None:
         client.create_run(
@@ -140,7 +139,7 @@ def ensure_checkpoint(client: Any, exp_id: str, ck: CheckpointRef, training_run:
         )
         client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
 
-    model_id = _ensure(find, create, client.delete_logged_model)
+    model_id = _ensure(find, create, lambda other, _: client.delete_logged_model(other))
     if training_run:
         client.set_logged_model_tags(model_id, {f"{T}.training_run": training_run})
     return model_id
@@ -161,7 +160,7 @@ def _ensure_run(client: Any, exp_id: str, rec: StepRecord, parent: str | None) -
         lambda: client.create_run(
             exp_id, start_time=rec.start_ms, tags=tags, run_name=_run_name(rec)
         ),
-        client.delete_run,
+        lambda other, _: client.delete_run(other),
     )
 
 
@@ -202,7 +201,7 @@ def _register(client: Any, rec: StepRecord, run_id: str, model_id: str) -> str:
         lambda: client.create_model_version(
             name, source=f"models:/{model_id}", run_id=run_id, tags=tags, model_id=model_id
         ),
-        lambda v: client.delete_model_version(name, v),
+        lambda v, _: client.delete_model_version(name, v),
     )
     return f"{name}/{version}"
 
