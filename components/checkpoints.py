@@ -107,9 +107,10 @@ def save(
     # For file:// roots, stage beside the checkpoints (a hidden temporary) so that publishing
     # is a rename, not a second copy of every byte.
     near = loc.path if loc.scheme == "file" else None
-    if near is not None:
-        near.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".step-{step:08d}.tmp-r{rank}-", dir=near))
+    with storage.os_errors("write", near or Path(tempfile.gettempdir())):
+        if near is not None:
+            near.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".step-{step:08d}.tmp-r{rank}-", dir=near))
     try:
         # Two files per rank, so hashing them for the manifest (and on restore) runs in parallel.
         dcp_save(state, storage_writer=FileSystemWriter(str(stage), thread_count=2))

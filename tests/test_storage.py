@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,62 @@ def test_unreachable_s3_endpoint_is_transient(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     with pytest.raises(TransientError, match="cannot reach the S3 endpoint"):
         storage.read_bytes("s3://bucket/key")
+
+
+HOSTILE = [
+    pytest.param("run#2/shard.jsonl", "'#' is not allowed", id="hash-would-drop-the-rest"),
+    pytest.param("run?x=1/shard.jsonl", "'?' is not allowed", id="query-would-drop-the-rest"),
+    pytest.param("a/../../escape.txt", "'..' path segments", id="dotdot-escapes-the-prefix"),
+    pytest.param("a/./b.txt", "'.' path segments", id="dot-segment"),
+    pytest.param("a//b.txt", "empty path segment", id="double-slash"),
+    pytest.param("line\nbreak.txt", "control characters", id="newline-in-key"),
+    pytest.param("tab\there.txt", "control characters", id="tab-in-key"),
+]
+
+
+@pytest.mark.parametrize(("rel", "message"), HOSTILE)
+def test_hostile_uris_are_refused_alike_on_both_backends(
+    root_uri: str, rel: str, message: str
+) -> None:
+    """The same rule on file:// and s3://: refused with a message naming the character, and
+    nothing is written anywhere (before this rule, '#' wrote …/run instead of …/run#2/…)."""
+    uri = f"{root_uri}/{rel}"
+    for op in (
+        lambda: storage.write_bytes(uri, b"x"),
+        lambda: storage.read_bytes(uri),
+        lambda: storage.list_objects(uri),
+        lambda: storage.delete(uri),
+    ):
+        with pytest.raises(PermanentError, match=re.escape(message)):
+            op()
+    assert storage.list_objects(root_uri) == []
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        pytest.param("s3://My_Bucket/x", "not a valid S3 bucket name", id="bucket-uppercase"),
+        pytest.param("s3://b/x", "not a valid S3 bucket name", id="bucket-too-short"),
+        pytest.param("s3://user:pw@bucket/x", "not a valid S3 bucket name", id="credentials"),
+        pytest.param("s3:///key", "needs a bucket", id="no-bucket"),
+        pytest.param("file://host/x", "three slashes", id="file-with-host"),
+        pytest.param("gs://bucket/x", "unsupported scheme", id="unknown-scheme"),
+        pytest.param("", "empty URI", id="empty"),
+        pytest.param("/tmp/state#2/storage", "'#' is not allowed", id="bare-path-with-hash"),
+    ],
+)
+def test_malformed_uris_name_the_problem(uri: str, message: str) -> None:
+    with pytest.raises(PermanentError, match=re.escape(message)):
+        storage.parse(uri)
+
+
+def test_uris_are_literal_and_a_trailing_slash_is_fine(tmp_path: Path) -> None:
+    assert storage.parse(f"file://{tmp_path}/a%23b").path == tmp_path / "a%23b"
+    assert storage.parse("s3://bucket-1/a%20b/").key == "a%20b/"
+    assert storage.parse("s3://my.bucket/x").bucket == "my.bucket"
+    assert storage.parse(f"file://localhost{tmp_path}/x").path == tmp_path / "x"
+
+
+def test_unwritable_local_root_is_one_clear_permanent_error() -> None:
+    with pytest.raises(PermanentError, match=r"cannot write file:///proc/nope/x: .*check the path"):
+        storage.write_bytes("file:///proc/nope/x", b"1")

@@ -24,7 +24,7 @@ from typing import Any
 
 from gangway.errors import NotFoundError, PermanentError
 from gangway.storage._digest import listing_digest, sha256_bytes, sha256_file
-from gangway.storage._local import LocalBackend, is_temp_name, temp_sibling
+from gangway.storage._local import LocalBackend, is_temp_name, os_errors, temp_sibling
 from gangway.storage._types import Manifest, ObjectInfo
 from gangway.storage._uri import Location, join, parse
 
@@ -44,6 +44,7 @@ __all__ = [
     "list_objects",
     "listing_digest",
     "local_view",
+    "os_errors",
     "parse",
     "publish_dir",
     "read_bytes",
@@ -222,7 +223,8 @@ def _publish_local(
     workers: int,
     on_done: Callable[[int], None] | None,
 ) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
+    with os_errors("write", dst.parent):
+        dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(dst)
     try:
         if move:
@@ -237,7 +239,10 @@ def _publish_local(
     except OSError as e:
         if read_manifest(str(dst)) is not None:  # lost a race to an identical publisher
             return
-        raise PermanentError(f"cannot publish {src} to file://{dst}: {e}") from e
+        raise PermanentError(
+            f"cannot publish {src} to file://{dst}: {e.strerror or e}; check the path and its "
+            "permissions"
+        ) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -274,8 +279,9 @@ def upload_parts(
     loc = parse(uri)
     if loc.scheme == "file" and move:  # same filesystem: rename, don't copy
         for k in part.files:
-            (loc.path / k).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(local_dir / k, loc.path / k)
+            with os_errors("write", loc.path / k):
+                (loc.path / k).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(local_dir / k, loc.path / k)
     elif loc.scheme == "file":
         _local.copy_files([(local_dir / k, loc.path / k) for k in part.files], workers)
     else:
@@ -347,7 +353,8 @@ def fetch_dir(
             f"{uri}: no {MANIFEST_NAME}, so the directory is incomplete or was not published "
             "by Gangway; publish it with its manifest (see `python -m components.staging --help`)"
         )
-    dest.mkdir(parents=True, exist_ok=True)
+    with os_errors("write", dest):
+        dest.mkdir(parents=True, exist_ok=True)
     _check_rel_paths(uri, manifest)
 
     def verified(rel: str) -> bool:

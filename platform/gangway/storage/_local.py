@@ -2,19 +2,40 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gangway.errors import NotFoundError, PermanentError
+from gangway.errors import NotFoundError, PermanentError, TransientError
 from gangway.storage._types import ObjectInfo
 
-__all__ = ["LocalBackend", "is_temp_name", "temp_sibling", "write_atomic"]
+__all__ = ["LocalBackend", "is_temp_name", "os_errors", "temp_sibling", "write_atomic"]
 
 _TMP_MARK = ".tmp-"
+_TRANSIENT = {errno.ENOSPC, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ENOMEM, errno.EDQUOT}
+
+
+@contextlib.contextmanager
+def os_errors(action: str, path: Path) -> Iterator[None]:
+    """Turn an ``OSError`` into the error contract, naming the path: a full disk or an I/O
+    error may pass (transient); a missing parent, a permission or a read-only filesystem will
+    not (permanent)."""
+    try:
+        yield
+    except OSError as e:
+        if isinstance(e, FileNotFoundError | NotADirectoryError) and action == "read":
+            raise NotFoundError(f"file://{path} does not exist") from None
+        what = e.strerror or type(e).__name__
+        at = f" ({e.filename})" if e.filename and str(e.filename) != str(path) else ""
+        msg = f"cannot {action} file://{path}: {what}{at}"
+        if e.errno in _TRANSIENT:
+            raise TransientError(msg) from None
+        raise PermanentError(f"{msg}; check the path and its permissions") from None
 
 
 def is_temp_name(name: str) -> bool:
@@ -29,27 +50,31 @@ def temp_sibling(path: Path) -> Path:
 
 def write_atomic(path: Path, data: bytes, *, fsync: bool = False) -> None:
     """Write ``data`` to a hidden temporary beside ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
-    try:
-        with tmp.open("wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with os_errors("write", path):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tmp.open("wb") as f:
+                f.write(data)
+                if fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
 
 def _atomic_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(dst)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with os_errors("write", dst):
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
 
 class LocalBackend:
@@ -61,7 +86,12 @@ class LocalBackend:
         if not root.is_dir():
             return []
         out: list[ObjectInfo] = []
-        for dirpath, dirnames, filenames in os.walk(root):
+
+        def unreadable(e: OSError) -> None:
+            with os_errors("list", Path(e.filename or root)):
+                raise e
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
             dirnames[:] = sorted(d for d in dirnames if not is_temp_name(d))
             for name in sorted(filenames):
                 if is_temp_name(name):
@@ -74,12 +104,10 @@ class LocalBackend:
         return path.is_file()
 
     def read_bytes(self, path: Path) -> bytes:
-        try:
+        if path.is_dir():
+            raise PermanentError(f"file://{path} is a directory, expected a file")
+        with os_errors("read", path):
             return path.read_bytes()
-        except FileNotFoundError:
-            raise NotFoundError(f"file://{path} does not exist") from None
-        except IsADirectoryError:
-            raise PermanentError(f"file://{path} is a directory, expected a file") from None
 
     def write_bytes(self, path: Path, data: bytes) -> None:
         write_atomic(path, data, fsync=True)
@@ -105,7 +133,8 @@ class LocalBackend:
 
     def delete(self, paths: Sequence[Path]) -> None:
         for p in paths:
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
+            with os_errors("delete", p), contextlib.suppress(FileNotFoundError):
+                if p.is_dir():
+                    shutil.rmtree(p)  # deleting what is already gone is not an error
+                else:
+                    p.unlink()
