@@ -328,13 +328,6 @@ def test_gang_aborts_on_permanent_error_without_restart(tmp_path: Path) -> None:
             "only 'a && b'",
             id="depends-or",
         ),
-        pytest.param(
-            lambda wt: wt["spec"]["templates"][0]["container"].update(
-                args=["{{workflow.creationTimestamp}}"]
-            ),
-            "unknown variable",
-            id="unknown-variable",
-        ),
     ],
 )
 def test_unsupported_constructs_are_refused_by_name(
@@ -344,6 +337,20 @@ def test_unsupported_constructs_are_refused_by_name(
     mutate(wt)
     with pytest.raises(UnsupportedConstruct, match=message):
         run(wt, tmp_path)
+
+
+def test_an_error_found_mid_run_ends_the_run_with_a_result_not_a_raise(tmp_path: Path) -> None:
+    """What only shows when a step is about to run (an unknown variable) ends the run as
+    Failed with the error named, so the caller still prints the summary and closes MLflow."""
+    wt = workflow(
+        {"ok": py("pass"), "bad": py("pass")},
+        [{"name": "a", "template": "ok"}, {"name": "b", "template": "bad", "depends": "a"}],
+    )
+    wt["spec"]["templates"][1]["container"]["args"] = ["{{workflow.creationTimestamp}}"]
+    res = run(wt, tmp_path)
+    assert res.phase == "Failed" and "unknown variable" in res.error
+    assert [(n.name, n.phase) for n in res.nodes] == [("a", "Succeeded"), ("b", "Error")]
+    assert "unknown variable" in res.nodes[1].message
 
 
 def test_unknown_parameter_override_lists_the_real_ones() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gangway.tracking import StepTracker, finish_workflow
+from gangway.lineage.records import WorkflowInfo
+from gangway.tracking import StepTracker, record_workflow
 
 SESSION = uuid.uuid4().hex[:8]
 SPOOLS = Path(tempfile.mkdtemp(prefix="gangway-spools-"))
@@ -53,8 +54,12 @@ def test_steps_share_one_parent_run_per_workflow(mlflow_server: str) -> None:
     stage = next(r for r in steps if r.data.tags["gangway.step"] == "stage")
     assert stage.inputs is not None
     assert [d.dataset.digest for d in stage.inputs.dataset_inputs] == ["abc"]
-    assert finish_workflow(mlflow_server, "p-test", uid, "Succeeded") == parents[0].info.run_id
-    assert client.get_run(parents[0].info.run_id).info.status == "FINISHED"
+    info = WorkflowInfo(pipeline="p-test", name="u1", uid=uid)
+    spool = str(SPOOLS / uid)
+    state = record_workflow(mlflow_server, info, "FINISHED", spool, phase="Succeeded")
+    assert (state.parent, state.pending, state.error) == (parents[0].info.run_id, 0, None)
+    closed = client.get_run(parents[0].info.run_id)
+    assert closed.info.status == "FINISHED" and closed.data.tags["gangway.phase"] == "Succeeded"
 
 
 def test_step_writes_its_run_url_output(mlflow_server: str, tmp_path: Path) -> None:

@@ -12,7 +12,14 @@ import yaml
 
 from gangway.errors import NotFoundError, PermanentError
 
-__all__ = ["compile_pipeline", "declared_parameters", "import_root", "load_pipeline", "to_yaml"]
+__all__ = [
+    "check_parameter_names",
+    "compile_pipeline",
+    "declared_parameters",
+    "import_root",
+    "load_pipeline",
+    "to_yaml",
+]
 
 
 def load_pipeline(path: Path) -> Any:
@@ -74,7 +81,20 @@ def compile_pipeline(path: Path) -> dict[str, Any]:
 def declared_parameters(manifest: dict[str, Any]) -> set[str]:
     """The workflow parameters a compiled manifest declares (``spec.arguments.parameters``)."""
     spec = manifest.get("spec") or {}
+    if manifest.get("kind") == "CronWorkflow":
+        spec = spec.get("workflowSpec") or {}
     return {p["name"] for p in (spec.get("arguments") or {}).get("parameters") or []}
+
+
+def check_parameter_names(manifest: dict[str, Any], names: Any) -> None:
+    """Refuse values for parameters the manifest does not declare, listing the ones it does."""
+    declared = declared_parameters(manifest)
+    unknown = sorted(set(names) - declared)
+    if unknown:
+        raise PermanentError(
+            f"unknown parameter(s) {', '.join(unknown)}; this pipeline takes: "
+            + ", ".join(sorted(declared))
+        )
 
 
 def to_yaml(manifest: dict[str, Any]) -> str:

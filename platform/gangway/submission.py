@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gangway.compiler import declared_parameters
+from gangway.compiler import check_parameter_names
 from gangway.errors import PermanentError, TransientError
 
 __all__ = [
@@ -52,13 +52,7 @@ def submit_plan(template: Mapping[str, Any], params: Mapping[str, str], namespac
         )
     meta = template.get("metadata") or {}
     name = str(meta["name"])
-    declared = declared_parameters(dict(template))
-    unknown = sorted(set(params) - declared)
-    if unknown:
-        raise PermanentError(
-            f"unknown parameter(s) {', '.join(unknown)}; this pipeline takes: "
-            + ", ".join(sorted(declared))
-        )
+    check_parameter_names(dict(template), params)
     run = {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Workflow",

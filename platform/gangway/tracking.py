@@ -23,25 +23,29 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from gangway.errors import EXIT_PREEMPTED
 from gangway.lineage import SyncReport, default_spool, sync
 from gangway.lineage.records import (
     CheckpointRef,
     DatasetRef,
     MetricPoint,
     Registration,
+    Status,
     StepRecord,
     T,
+    WorkflowInfo,
     now_ms,
     workflow_from_env,
 )
 from gangway.lineage.replay import run_url
 from gangway.lineage.spool import Spool
 
-__all__ = ["CheckpointRef", "StepTracker", "finish_workflow", "run_url"]
+__all__ = ["CheckpointRef", "StepTracker", "WorkflowState", "record_workflow", "run_url"]
 
 
 class StepTracker:
@@ -127,7 +131,7 @@ class StepTracker:
         tb: TracebackType | None,
     ) -> None:
         status = "FINISHED" if exc_type is None else "FAILED"
-        if exc_type is not None and getattr(exc, "exit_code", None) == 143:
+        if exc_type is not None and getattr(exc, "exit_code", None) == EXIT_PREEMPTED:
             status = "KILLED"
         self.flush(status)
 
@@ -164,37 +168,48 @@ class StepTracker:
             (out / "mlflow_run_url").write_text(url)
 
 
-def finish_workflow(
-    uri: str, pipeline: str, workflow_uid: str, phase: str, spool_root: str | None = None
-) -> str | None:
-    """At the end of a workflow: send what is still spooled, then close its parent run with the
-    workflow's phase. Returns the parent run id (None when MLflow is unreachable)."""
+@dataclass(frozen=True)
+class WorkflowState:
+    """What :func:`record_workflow` got done: the parent run and its link, or what is left."""
+
+    parent: str | None
+    url: str | None
+    pending: int
+    """Records (steps' and this one) still only in the spool."""
+    error: str | None = None
+
+
+def record_workflow(
+    uri: str, workflow: WorkflowInfo, status: Status, spool_root: str, *, phase: str = ""
+) -> WorkflowState:
+    """Spool the workflow's own state, then send everything MLflow lacks.
+
+    ``status`` RUNNING marks the parent run running again (``gangway retry``); FINISHED,
+    FAILED or KILLED closes it (and any step attempt still RUNNING in the spool is closed as
+    KILLED: nothing runs once the workflow has ended). Never raises: with MLflow unreachable
+    everything stays spooled for ``gangway lineage sync``, which closes the parent run later.
+    """
+    spool = Spool(spool_root)
+    record = StepRecord(
+        kind="workflow",
+        workflow=workflow,
+        step="workflow",
+        status=status,
+        end_ms=None if status == "RUNNING" else now_ms(),
+        tags={f"{T}.phase": phase} if phase else {},
+    )
     try:
-        if spool_root:
-            spool = Spool(spool_root)
+        if status != "RUNNING":
             spool.close_running()
-            report = sync(spool, uri)
-            if report.error:
-                print(
-                    f"warning: lineage still spooled at {spool_root}: {report.error}",
-                    file=sys.stderr,
-                )
-        from mlflow.tracking import MlflowClient
-
-        from gangway.lineage.replay import parent_query
-
-        client = MlflowClient(tracking_uri=uri)
-        exp = client.get_experiment_by_name(pipeline)
-        if exp is None:
-            return None
-        runs = client.search_runs([exp.experiment_id], filter_string=parent_query(workflow_uid))
-        for run in runs:
-            client.set_tag(run.info.run_id, f"{T}.phase", phase)
-            client.set_terminated(run.info.run_id, "FINISHED" if phase == "Succeeded" else "FAILED")
-        return str(runs[0].info.run_id) if runs else None
+        spool.write(record)
     except Exception as e:
-        print(f"warning: could not close the workflow's MLflow run: {e}", file=sys.stderr)
-        return None
+        return WorkflowState(None, None, -1, f"not spooled at {spool_root}: {e}")
+    try:
+        report = sync(spool, uri)
+    except Exception as e:  # MLflow missing or broken: it all waits in the spool
+        return WorkflowState(None, None, len(spool.pending()), f"{type(e).__name__}: {e}")
+    parent, url = report.runs.get(record.key, (None, None))
+    return WorkflowState(parent, url, len(report.pending), report.error)
 
 
 def _import_mlflow() -> None:

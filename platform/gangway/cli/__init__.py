@@ -27,6 +27,7 @@ app = typer.Typer(
 )
 app.command("compile")(pipelines.compile_cmd)
 app.command("run")(pipelines.run_cmd)
+app.command("retry")(pipelines.retry_cmd)
 app.command("lint")(lint.lint_cmd)
 app.command("submit")(cluster_cmds.submit_cmd)
 app.command("deploy")(cluster_cmds.deploy_cmd)

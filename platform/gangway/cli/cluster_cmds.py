@@ -33,22 +33,24 @@ def _manifests(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def _lint_or_fail(objs: list[dict[str, Any]]) -> None:
-    import os
-
+def _lint_or_fail(objs: list[dict[str, Any]], values: dict[str, str] | None = None) -> None:
+    """Lint every object, and the values supplied for the first, before anything is sent."""
     from gangway.lint import CrdSchemas, lint_manifest
+    from gangway.lint.values import refuse_bad_values
 
-    if not os.environ.get("GANGWAY_CRDS_DIR"):
+    schemas = CrdSchemas.from_env()
+    if schemas is None:
         err_console.print(
-            "[yellow]lint skipped: set GANGWAY_CRDS_DIR to check against the CRDs first[/]"
+            "[yellow]CRD schema checks skipped: set GANGWAY_CRDS_DIR to check against the CRDs "
+            "too[/]"
         )
-        return
-    schemas = CrdSchemas.from_dir(Path(os.environ["GANGWAY_CRDS_DIR"]))
     errors = [f for o in objs for f in lint_manifest(o, schemas) if f.severity == "error"]
     if errors:
         for f in errors:
             console.print(f"[red]{f}[/]", soft_wrap=True)
         raise PermanentError(f"{len(errors)} lint error(s); fix them or see `gangway lint`")
+    if values and objs:
+        refuse_bad_values(objs[0], values, schemas)
 
 
 def _print_objects(objs: list[dict[str, Any]]) -> None:
@@ -130,8 +132,8 @@ def submit_cmd(
     from gangway.submission import submit_plan
 
     objs = _manifests(pipeline)
-    _lint_or_fail(objs)
     params = _params(param)
+    _lint_or_fail(objs, params)
     if dry_run:
         plan = submit_plan(
             objs[0], _dry_params(pipeline, objs[0], params, cluster), namespace or "argo"

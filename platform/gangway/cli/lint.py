@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +37,15 @@ def lint_cmd(
     targets: Annotated[
         list[Path], typer.Argument(help="pipeline files (.py) or manifests (.yaml)")
     ],
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-p",
+            "--param",
+            help="lint with this workflow parameter value, as it will be substituted: "
+            "-p name=value (repeatable)",
+        ),
+    ] = None,
     crds: Annotated[
         Path | None,
         typer.Option(help="directory of CRD YAML files [env: GANGWAY_CRDS_DIR]"),
@@ -47,29 +56,45 @@ def lint_cmd(
 ) -> None:
     """Validate manifests against the installed CRDs, Argo's own rules and the platform's.
 
+    With -p, the values are filled into every manifest the way Argo will fill them, and a value
+    that would change a manifest's structure or break a rule is reported with its parameter.
     Every finding names the object, the field path and what to do; the exit code is 1 when
     there is any error.
     """
+    from gangway.cli.pipelines import _params
     from gangway.lint import CrdSchemas, lint_manifest
+    from gangway.lint.values import check_values, with_values
 
-    crd_dir = crds or (
-        Path(os.environ["GANGWAY_CRDS_DIR"]) if os.environ.get("GANGWAY_CRDS_DIR") else None
-    )
+    values = _params(param)
     if context is not None:
         schemas = CrdSchemas.from_cluster(context)
-    elif crd_dir is not None:
-        schemas = CrdSchemas.from_dir(crd_dir)
+    elif crds is not None:
+        schemas = CrdSchemas.from_dir(crds)
     else:
-        raise PermanentError(
-            "no CRDs to check against: pass --crds DIR (Argo + Volcano CRD "
-            "YAML), --context NAME, or set GANGWAY_CRDS_DIR"
-        )
+        found = CrdSchemas.from_env()
+        if found is None:
+            raise PermanentError(
+                "no CRDs to check against: pass --crds DIR (Argo + Volcano CRD "
+                "YAML), --context NAME, or set GANGWAY_CRDS_DIR"
+            )
+        schemas = found
     findings = []
     count = 0
     for target in targets:
         for obj in _objects(target):
             count += 1
-            findings += [(target, f) for f in lint_manifest(obj, schemas)]
+            filled = with_values(obj, values) if values else obj
+            # Each value alone too: one that breaks a manifest would hide what another does.
+            blamed = {
+                (v.finding.obj, v.finding.path): v for v in check_values(obj, values, schemas)
+            }
+            shown = {(f.obj, f.path): f for f in lint_manifest(filled, schemas)}
+            shown.update({k: v.finding for k, v in blamed.items() if k not in shown})
+            for key, f in shown.items():
+                if key in blamed:
+                    who = ", ".join(f"-p {n}" for n in blamed[key].parameters)
+                    f = replace(f, message=f"{f.message} (caused by {who or 'the -p values'})")
+                findings.append((target, f))
     if findings:
         table = Table(header_style="bold", show_lines=False)
         for col in ("file", "object", "field", "problem"):

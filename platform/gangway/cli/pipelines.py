@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
+import shlex
+import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.live import Live
 from rich.table import Table
 
-from gangway.cli._output import console
+from gangway.cli._output import console, err_console
 from gangway.errors import PermanentError
 
-__all__ = ["compile_cmd", "run_cmd"]
+if TYPE_CHECKING:
+    from gangway.local import NodeResult, RunResult
+    from gangway.local.runs import LocalRun
+    from gangway.tracking import WorkflowState
+
+__all__ = ["compile_cmd", "retry_cmd", "run_cmd"]
 
 PipelineArg = Annotated[Path, typer.Argument(help="a pipeline file, e.g. pipelines/x.py")]
 ParamOpt = Annotated[
@@ -85,91 +92,177 @@ def _short(v: str, n: int = 60) -> str:
     return v if len(v) <= n else v[: n - 1] + "…"
 
 
+StateDirOpt = Annotated[
+    Path, typer.Option(help="local state: storage, logs, the MLflow store, runs to retry")
+]
+ParallelismOpt = Annotated[
+    int, typer.Option(min=1, help="fanned-out steps run side by side, at most this many")
+]
+GraceOpt = Annotated[
+    float,
+    typer.Option(
+        "--grace-period",
+        min=0,
+        help="on Ctrl-C/SIGTERM: seconds a step has to save and exit before it is killed",
+    ),
+]
+
+
 def run_cmd(
     pipeline: PipelineArg,
     param: ParamOpt = None,
-    state_dir: Annotated[Path, typer.Option(help="local state: storage, logs")] = Path(".gangway"),
-    parallelism: Annotated[
-        int, typer.Option(min=1, help="fanned-out steps run side by side, at most this many")
-    ] = 1,
+    state_dir: StateDirOpt = Path(".gangway"),
+    parallelism: ParallelismOpt = 1,
+    grace: GraceOpt = 30.0,
 ) -> None:
     """Compile PIPELINE and execute the compiled workflow on this machine.
 
     Runs the DAG of the very manifest Argo would receive: each step's container command in a
     subprocess, the Volcano Job step as one torchrun per pod on 127.0.0.1, retries by the
-    compiled retryStrategy. Storage defaults to file:// under --state-dir.
+    compiled retryStrategy. Storage defaults to file:// under --state-dir. Every -p value is
+    checked as it will be substituted before anything runs.
+
+    Ctrl-C (or SIGTERM) stops it cleanly: every step and pod gets SIGTERM (training saves a
+    checkpoint), whatever is left after --grace-period is killed, the MLflow runs are closed,
+    and `gangway retry` resumes it.
     """
-    from gangway.compiler import compile_pipeline, declared_parameters
-    from gangway.local import LocalExecutor, NodeResult, workflow_from_template
-    from gangway.pipeline import LINEAGE_SPOOL
-    from gangway.provenance import provenance_params
+    from gangway.local.runs import prepare_run
 
-    overrides = _params(param)
-    root = state_dir.resolve()
-    manifest = compile_pipeline(pipeline)
-    params = declared_parameters(manifest)
-    if "storage-root" in params:
-        overrides.setdefault("storage-root", f"file://{root}/storage")
-    if "mlflow-tracking-uri" in params:
-        overrides.setdefault("mlflow-tracking-uri", f"sqlite:///{root}/mlflow.db")
-    overrides.update(provenance_params(pipeline, params, overrides, cluster="local"))
-    workflow = workflow_from_template(manifest, overrides)
-    # Steps import the pipeline's own module (Hera runner scripts do), as the image would.
-    from gangway.compiler import import_root
+    run = prepare_run(pipeline, _params(param), state_dir)
+    _execute(run, parallelism, grace)
 
-    root_dir = str(import_root(pipeline))
-    pythonpath = os.pathsep.join(p for p in (root_dir, os.environ.get("PYTHONPATH")) if p)
-    executor = LocalExecutor(
-        workflow, root, parallelism=parallelism, env={"PYTHONPATH": pythonpath}
+
+def retry_cmd(
+    workflow: Annotated[
+        str | None,
+        typer.Argument(help="the workflow's name or uid (default: the newest in --state-dir)"),
+    ] = None,
+    state_dir: StateDirOpt = Path(".gangway"),
+    parallelism: ParallelismOpt = 1,
+    grace: GraceOpt = 30.0,
+) -> None:
+    """Resume a failed or interrupted local run, as `argo retry` does: same workflow, same uid.
+
+    Steps that succeeded are not run again (their recorded outputs are used); failed and
+    interrupted steps run again, and training resumes from its newest checkpoint.
+    """
+    from gangway.local.runs import reopen_run, resume_run
+
+    run = resume_run(state_dir, workflow)
+    kept = sum(n.phase == "Succeeded" for n in run.previous.values())
+    console.print(
+        f"retrying {run.name} (uid {run.saved.uid}): {kept} step(s) succeeded before and are kept",
+        highlight=False,
     )
+    state = reopen_run(run)
+    if state is not None and state.error:
+        err_console.print(f"[yellow]warning: MLflow not told of the retry yet: {state.error}[/]")
+    _execute(run, parallelism, grace)
+
+
+def _execute(run: LocalRun, parallelism: int, grace: float) -> None:
+    """Run with a live table; Ctrl-C/SIGTERM stop the run (a second one kills at once)."""
+    from gangway.local.runs import close_run, executor
+
     done: list[NodeResult] = []
     running: dict[str, NodeResult] = {}
     t0 = time.monotonic()
+    ex = executor(run, parallelism=parallelism, grace=grace)
 
     def view() -> Table:
-        title = f"{executor.name}  ({time.monotonic() - t0:.0f}s)"
+        title = f"{run.name}  ({time.monotonic() - t0:.0f}s)"
+        if ex.procs.stopping is not None:
+            title += f"  stopping ({signal.Signals(ex.procs.stopping).name}): Ctrl-C again kills"
         return _table([*done, *running.values()], title)
 
-    with Live(view(), console=console, refresh_per_second=4, transient=True) as live:
+    def event(node: NodeResult) -> None:
+        if node.phase in ("Running", "Pending"):
+            running[node.name] = node
+        else:
+            running.pop(node.name, None)
+            done.append(node)
 
-        def event(node: NodeResult) -> None:
-            if node.phase in ("Running", "Pending"):
-                running[node.name] = node
-            else:
-                running.pop(node.name, None)
-                done.append(node)
-            live.update(view())
+    ex.on_event = _chain(ex.on_event, event)
+    with (
+        Live(get_renderable=view, console=console, refresh_per_second=4, transient=True),
+        _forward_signals(ex.interrupt),
+    ):
+        result = ex.run()
+    state = close_run(run, result)
+    _report(run, result, state)
 
-        executor.on_event = event
-        result = executor.run()
-    console.print(_table(result.nodes, f"{result.name}: {result.phase} in {result.seconds:.0f}s"))
+
+def _chain(*fns: Callable[[NodeResult], None]) -> Callable[[NodeResult], None]:
+    def both(node: NodeResult) -> None:
+        for fn in fns:
+            fn(node)
+
+    return both
+
+
+@contextlib.contextmanager
+def _forward_signals(handler: Callable[[int], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM stop the run instead of killing this process."""
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: handler(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _report(run: LocalRun, result: RunResult, state: WorkflowState | None) -> None:
+    """The summary table, where everything is, what to run next; exit with the run's code."""
+    q = shlex.quote
+    console.print(_table(result.nodes, f"{result.name}: {_phase(result)} in {result.seconds:.0f}s"))
     storage_root = result.parameters.get("storage-root", "")
     where = [f"run:     {storage_root}/runs/{result.uid}", f"logs:    {result.state_dir}/logs"]
     tracking = result.parameters.get("mlflow-tracking-uri", "")
-    if tracking:
-        from gangway.local._subst import substitute
-        from gangway.tracking import finish_workflow
-
-        labels = workflow["metadata"].get("labels", {})
-        pipeline_name = labels.get("gangway.dev/pipeline", "adhoc")
-        scope = {"workflow.parameters.storage-root": storage_root, "workflow.uid": result.uid}
-        spool = substitute(LINEAGE_SPOOL, scope, where="the lineage spool")
-        parent = finish_workflow(tracking, pipeline_name, result.uid, result.phase, spool)
-        where.append(f"mlflow:  experiment {pipeline_name!r}, workflow run {parent}")
-        if tracking.startswith(("http://", "https://")):
-            from gangway.links import experiment_id, workflow_runs_url
-
-            exp = experiment_id(tracking, pipeline_name, create=False)
-            if exp:
-                where.append(f"         {workflow_runs_url(tracking, exp, result.uid)}")
+    if state is not None:
+        exp = f"experiment {run.pipeline_name!r}"
+        where.append(f"mlflow:  {exp}, workflow run {state.parent or '(not yet recorded)'}")
+        if state.url and state.url.startswith(("http://", "https://")):
+            where.append(f"         {state.url}")
         if tracking.startswith("sqlite:"):
-            where.append(f"         mlflow ui --backend-store-uri {tracking}")
-        where.append(f"lineage: gangway lineage workflow:{result.name} --tracking-uri {tracking}")
+            where.append(f"         mlflow ui --backend-store-uri {q(tracking)}")
+        where.append(
+            f"lineage: gangway lineage {q('workflow:' + result.name)} --tracking-uri {q(tracking)}"
+        )
     where.append(f"params:  {json.dumps(result.parameters)}")
     for line in where:
         console.print(line, soft_wrap=True, highlight=False, markup=False)
-    if result.phase != "Succeeded":
-        bad = next((n for n in result.nodes if n.phase in ("Failed", "Error")), None)
-        if bad is not None:
-            console.print(f"[red]{bad.name} {bad.phase.lower()}: {bad.message}[/]  log: {bad.log}")
-        raise typer.Exit(1)
+    if state is not None and (state.error or state.pending):
+        sync = f"gangway lineage sync --spool {q(run.spool)} --tracking-uri {q(tracking)}"
+        err_console.print(
+            f"[yellow]warning: {max(state.pending, 1)} lineage record(s) not in MLflow yet "
+            f"({state.error or 'pending'}); they are spooled — send them with: {sync}[/]",
+            soft_wrap=True,
+            highlight=False,
+        )
+    if result.survivors:
+        err_console.print(f"[yellow]killed {len(result.survivors)} leftover process(es)[/]")
+    if result.phase == "Succeeded":
+        return
+    bad = next((n for n in result.nodes if n.phase in ("Failed", "Error")), None)
+    if result.error:
+        console.print(f"[red]error: {result.error}[/]", soft_wrap=True, highlight=False)
+    elif bad is not None:
+        console.print(
+            f"[red]{bad.name} {bad.phase.lower()}: {bad.message}[/]  log: {bad.log}",
+            soft_wrap=True,
+            highlight=False,
+        )
+    state_dir = q(str(run.state_dir))
+    console.print(
+        f"resume with: gangway retry {q(result.name)} --state-dir {state_dir}", highlight=False
+    )
+    raise typer.Exit(128 + result.interrupted if result.interrupted else 1)
+
+
+def _phase(result: RunResult) -> str:
+    if result.interrupted is not None:
+        return f"Interrupted ({signal.Signals(result.interrupted).name})"
+    return result.phase

@@ -21,6 +21,7 @@ __all__ = [
     "DatasetRef",
     "MetricPoint",
     "Registration",
+    "Status",
     "StepRecord",
     "T",
     "WorkflowInfo",
@@ -95,9 +96,15 @@ class Registration(_Model):
 
 
 class StepRecord(_Model):
-    """One step attempt's lineage: a child run of the workflow's parent run."""
+    """One step attempt's lineage: a child run of the workflow's parent run.
+
+    ``kind="workflow"`` records the workflow's own state instead (started again by
+    ``gangway retry``: RUNNING; ended: FINISHED, FAILED or KILLED, ``phase`` in ``tags``), so
+    that closing the parent run waits in the spool through an outage like everything else.
+    """
 
     version: Literal[1] = 1
+    kind: Literal["step", "workflow"] = "step"
     key: str = Field(default_factory=lambda: uuid.uuid4().hex)
     rev: int = 0
     workflow: WorkflowInfo = Field(default_factory=WorkflowInfo)
@@ -123,6 +130,22 @@ class StepRecord(_Model):
 
     def to_bytes(self) -> bytes:
         return (self.model_dump_json(indent=1) + "\n").encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> StepRecord:
+        """A record as spooled: every field a writer always writes must be there (a truncated
+        or hand-made file is refused, not read with defaults)."""
+        raw = json.loads(data)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        missing = sorted(SPOOLED_FIELDS - raw.keys())
+        if missing:
+            raise ValueError(f"missing field(s) {', '.join(missing)}")
+        return cls.model_validate(raw)
+
+
+SPOOLED_FIELDS = frozenset({"version", "key", "rev", "workflow", "step", "status", "start_ms"})
+"""Fields every spooled record has (the writer always writes them all)."""
 
 
 def _params(raw: str) -> dict[str, str]:

@@ -239,6 +239,8 @@ def replay(
     if rec.workflow.uid and parent_key not in seen:
         seen[parent_key] = ensure_parent(client, exp_id, rec.workflow)
     parent = seen.get(parent_key)
+    if rec.kind == "workflow":
+        return _workflow_state(client, tracking_uri, exp_id, parent, rec)
     run_id = _ensure_run(client, exp_id, rec, parent)
     url = run_url(tracking_uri, exp_id, run_id)
 
@@ -310,6 +312,27 @@ def replay(
     if rec.status != "RUNNING":
         client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
     return run_id, url
+
+
+def _workflow_state(
+    client: Any, tracking_uri: str, exp_id: str, parent: str | None, rec: StepRecord
+) -> tuple[str, str]:
+    """The parent run takes the workflow's state: RUNNING again (a retry) or closed."""
+    from mlflow.entities import RunTag
+
+    if parent is None:
+        raise ValueError(f"{rec.file_name}: a workflow record needs the workflow's uid")
+    if rec.tags:
+        client.log_batch(parent, tags=[RunTag(k, v[:8000]) for k, v in sorted(rec.tags.items())])
+    if rec.status == "RUNNING":
+        client.update_run(parent, status="RUNNING")
+    else:
+        client.set_terminated(parent, status=rec.status, end_time=rec.end_ms)
+    if tracking_uri.startswith(("http://", "https://")):
+        from gangway.links import workflow_runs_url
+
+        return parent, workflow_runs_url(tracking_uri, exp_id, rec.workflow.uid)
+    return parent, run_url(tracking_uri, exp_id, parent)
 
 
 def _source_type(uri: str) -> str:

@@ -9,7 +9,7 @@ holds the record revision MLflow has, so a record is replayed again only when it
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
@@ -24,6 +24,8 @@ _MARK = ".synced"
 @dataclass(frozen=True)
 class Spool:
     root: str
+    bad: dict[str, str] = field(default_factory=dict, compare=False)
+    """Unreadable records seen by the last :meth:`records`: URI → why."""
 
     def write(self, rec: StepRecord) -> None:
         """Store a new revision of ``rec`` (atomically replacing the previous one)."""
@@ -34,18 +36,24 @@ class Spool:
         storage.write_bytes(storage.join(self.root, rec.file_name + _MARK), str(rec.rev).encode())
 
     def records(self) -> list[tuple[StepRecord, int]]:
-        """Every readable record with the revision MLflow has (0: none), oldest first."""
+        """Every readable record with the revision MLflow has (0: none), oldest first.
+
+        An unreadable record is reported on stderr and in :meth:`unreadable`, and skipped.
+        """
         objs = storage.list_objects(self.root)
         marks = {o.key[: -len(_MARK)] for o in objs if o.key.endswith(_MARK)}
         out: list[tuple[StepRecord, int]] = []
+        self.bad.clear()
         for o in objs:
             if not o.key.endswith(".json") or "/" in o.key:
                 continue
             uri = storage.join(self.root, o.key)
             try:
-                rec = StepRecord.model_validate_json(storage.read_bytes(uri))
+                rec = StepRecord.from_bytes(storage.read_bytes(uri))
             except (ValidationError, ValueError) as e:
-                print(f"warning: skipping unreadable lineage record {uri}: {e}", file=sys.stderr)
+                why = _short(e)
+                self.bad[uri] = why
+                print(f"warning: skipping unreadable lineage record {uri}: {why}", file=sys.stderr)
                 continue
             synced = 0
             if o.key in marks:
@@ -68,7 +76,8 @@ class Spool:
             latest[k] = max(latest.get(k, 0), rec.start_ms)
         out = []
         for rec, synced in recs:
-            if rec.status == "RUNNING" and latest[(rec.step, rec.node)] > rec.start_ms:
+            attempt = rec.kind == "step" and rec.status == "RUNNING"
+            if attempt and latest[(rec.step, rec.node)] > rec.start_ms:
                 rec.status = "KILLED"
                 self.write(rec)
             if rec.rev > synced:
@@ -79,11 +88,20 @@ class Spool:
         """At the end of a workflow nothing is still running: close what says so."""
         n = 0
         for rec, _ in self.records():
-            if rec.status == "RUNNING":
+            if rec.kind == "step" and rec.status == "RUNNING":
                 rec.status = "KILLED" if status == "KILLED" else "FAILED"
                 self.write(rec)
                 n += 1
         return n
+
+
+def _short(e: Exception) -> str:
+    if isinstance(e, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(x) for x in err['loc']) or '(record)'}: {err['msg']}"
+            for err in e.errors()
+        )
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def find_spools(uri: str) -> list[str]:

@@ -14,10 +14,9 @@ from the calling task's arguments and the workflow parameters' defaults.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
-
-import yaml
 
 from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
@@ -25,16 +24,20 @@ from gangway.lint.argo import check_workflow, workflow_spec
 from gangway.lint.crds import CrdSchemas
 from gangway.lint.platform_rules import check_gang, check_pod
 from gangway.lint.structural import validate_structure
+from gangway.volcano import JOB_API_VERSION
 
 __all__ = ["CrdSchemas", "Finding", "lint_manifest"]
 
 WORKFLOW_KINDS = {"Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow"}
 
 
-def lint_manifest(obj: Mapping[str, Any], schemas: CrdSchemas) -> list[Finding]:
-    """Every finding for one manifest (errors and warnings), in a stable order."""
+def lint_manifest(obj: Mapping[str, Any], schemas: CrdSchemas | None) -> list[Finding]:
+    """Every finding for one manifest (errors and warnings), in a stable order.
+
+    ``schemas=None`` skips the structural check against the CRDs (the rest needs no cluster).
+    """
     name = f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name', '?')}"
-    findings = validate_structure(dict(obj), schemas, name)
+    findings = validate_structure(dict(obj), schemas, name) if schemas is not None else []
     if obj.get("kind") not in WORKFLOW_KINDS:
         return findings
     findings += check_workflow(obj, name)
@@ -83,25 +86,23 @@ def _lint_resource(
     template: Mapping[str, Any],
     spec: Mapping[str, Any],
     labels: Mapping[str, str],
-    schemas: CrdSchemas,
+    schemas: CrdSchemas | None,
     tp: str,
 ) -> list[Finding]:
-    from gangway.local._subst import substitute
+    from gangway.local._subst import fill_manifest
 
     where = f"resource in template {template.get('name')}"
     scope = _lint_scope(template, spec)
     scope.update({f"workflow.labels.{k}": str(v) for k, v in labels.items()})
     try:
-        job = yaml.safe_load(substitute(manifest, scope, where=f"{tp}.resource.manifest"))
+        job = fill_manifest(manifest, scope, where="")
     except PermanentError as e:
-        return [Finding(where, "manifest", str(e))]
-    except yaml.YAMLError as e:
-        return [Finding(where, "manifest", f"not valid YAML after substitution: {e}")]
+        return [Finding(where, f"{tp}.resource.manifest", str(e))]
     if not isinstance(job, dict):
-        return [Finding(where, "manifest", "is not a Kubernetes object")]
+        return [Finding(where, f"{tp}.resource.manifest", "is not a Kubernetes object")]
     name = f"{job.get('kind')} in template {template.get('name')}"
-    findings = validate_structure(job, schemas, name)
-    if job.get("apiVersion") == "batch.volcano.sh/v1alpha1" and job.get("kind") == "Job":
+    findings = validate_structure(job, schemas, name) if schemas is not None else []
+    if job.get("apiVersion") == JOB_API_VERSION and job.get("kind") == "Job":
         findings += check_gang(job, name)
         for j, task in enumerate((job.get("spec") or {}).get("tasks") or []):
             pod = (task.get("template") or {}).get("spec") or {}
@@ -117,8 +118,13 @@ def _lint_resource(
     return findings
 
 
+_PLACEHOLDER = re.compile(r"\{\{\s*(.*?)\s*\}\}", re.S)
+
+
 def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, str]:
-    """Values Argo would substitute: workflow defaults and the first calling task's arguments."""
+    """Values Argo would substitute: the workflow parameters' values and the first calling
+    task's arguments (a plain stand-in for what is only known at run time: task outputs,
+    items)."""
     from gangway.local._subst import parameters_json
 
     wf = {
@@ -140,10 +146,9 @@ def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[st
         for task in (t.get("dag") or {}).get("tasks") or []:
             if task.get("template") == template.get("name"):
                 for a in (task.get("arguments") or {}).get("parameters") or []:
-                    v = str(a.get("value", ""))
-                    for k, val in wf.items():
-                        v = v.replace(f"{{{{workflow.parameters.{k}}}}}", val)
-                    inputs[a["name"]] = v if "{{" not in v else "placeholder"
+                    inputs[a["name"]] = _PLACEHOLDER.sub(
+                        lambda m: scope.get(m.group(1), "placeholder"), str(a.get("value", ""))
+                    )
                 break
     scope.update({f"inputs.parameters.{k}": v for k, v in inputs.items()})
     return scope

@@ -105,6 +105,14 @@ class CrdSchemas:
         return cls.from_documents(docs, str(path))
 
     @classmethod
+    def from_env(cls) -> CrdSchemas | None:
+        """The CRDs in ``GANGWAY_CRDS_DIR``, or None when it is not set."""
+        import os
+
+        where = os.environ.get("GANGWAY_CRDS_DIR")
+        return cls.from_dir(Path(where)) if where else None
+
+    @classmethod
     def from_cluster(cls, context: str | None) -> CrdSchemas:
         """The CRDs installed in the cluster of kube ``context`` (apiextensions API)."""
         from kubernetes import client, config

@@ -29,10 +29,27 @@ def check_gang(job: Mapping[str, Any], name: str) -> list[Finding]:
             )
         ]
     try:
-        pods = sum(int(t.get("replicas", 0)) for t in tasks)
+        counts = [int(t.get("replicas", 0)) for t in tasks]
         min_available = int(spec["minAvailable"])
     except (TypeError, ValueError):
         return [Finding(name, "spec.minAvailable", "minAvailable and replicas must be integers")]
+    negative = [
+        Finding(name, f"spec.tasks[{i}].replicas", f"is {c}; a task cannot have fewer than 0 pods")
+        for i, c in enumerate(counts)
+        if c < 0
+    ]
+    if min_available < 1:
+        return [
+            *negative,
+            Finding(
+                name,
+                "spec.minAvailable",
+                f"is {min_available}; a gang needs at least 1 pod",
+            ),
+        ]
+    pods = sum(counts)
+    if negative:
+        return negative
     if min_available != pods:
         return [
             Finding(

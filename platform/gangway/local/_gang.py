@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gangway.local._model import UnsupportedConstruct
+from gangway.local._processes import ProcessGroups, Stopped
 from gangway.local._subst import map_scratch
 
 __all__ = ["GangOutcome", "run_volcano_job"]
@@ -115,27 +116,19 @@ def _policy(policies: list[dict[str, Any]], code: int) -> str | None:
     return None
 
 
-def _signal_group(pod: _Pod, sig: signal.Signals) -> None:
-    """Signal every process of a pod (launcher, torchrun agent, workers), as a kubelet would."""
-    if pod.proc is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pod.proc.pid, sig)
-
-
-def _stop(pods: list[_Pod], grace: float = 30.0) -> None:
+def _stop(pods: list[_Pod], procs: ProcessGroups, grace: float) -> None:
     """SIGTERM every pod's processes, wait up to ``grace`` seconds, then SIGKILL what is left
     (a worker stuck in a collective whose peer is gone would otherwise linger)."""
-    for p in pods:
-        _signal_group(p, signal.SIGTERM)
+    started = [p.proc for p in pods if p.proc is not None]
+    for proc in started:
+        procs.signal(proc, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    for p in pods:
-        if p.proc and p.proc.poll() is None:
+    for proc in started:
+        if proc.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                p.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    for p in pods:
-        _signal_group(p, signal.SIGKILL)
-        if p.proc is not None:
-            p.proc.wait()
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    for proc in started:
+        procs.kill(proc)
 
 
 def run_volcano_job(
@@ -145,9 +138,14 @@ def run_volcano_job(
     log_dir: Path,
     cwd: Path,
     base_env: Mapping[str, str],
+    procs: ProcessGroups,
+    grace: float = 30.0,
     on_restart: Callable[[int, str], None] | None = None,
 ) -> GangOutcome:
-    """Run the job's pods as local processes until Volcano would call the job finished."""
+    """Run the job's pods as local processes until Volcano would call the job finished.
+
+    When the run is stopping (``procs.stopping``) the gang is not restarted: it ends Aborted.
+    """
     spec = job.get("spec", {})
     max_retry = int(spec.get("maxRetry", 3))
     job_policies = list(spec.get("policies") or [])
@@ -156,29 +154,32 @@ def run_volcano_job(
     while True:
         pods = _pods(job, scratch, _free_port())
         log_dir.mkdir(parents=True, exist_ok=True)
-        for p in pods:
-            log = (log_dir / f"{p.name}.log").open("ab")
-            p.proc = subprocess.Popen(
-                p.argv,
-                cwd=cwd,
-                env={**base_env, **p.env},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group, like a pod's container
-            )
-            log.close()
-        action, reason, codes = _watch(pods, tasks, job_policies)
-        _stop(pods)
+        try:
+            for p in pods:
+                with (log_dir / f"{p.name}.log").open("ab") as log:
+                    p.proc = procs.start(
+                        p.argv,
+                        cwd=cwd,
+                        env={**base_env, **p.env},
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+            action, reason, codes = _watch(pods, tasks, job_policies, procs)
+        except Stopped as e:
+            action, reason, codes = "AbortJob", str(e), {}
+        _stop(pods, procs, grace)
         reason += _first_error(log_dir, [name for name, c in codes.items() if c != 0])
         if action == "CompleteJob":
             return GangOutcome("Completed", restarts, codes, reason)
-        if action == "RestartJob" and restarts < max_retry:
+        if action == "RestartJob" and restarts < max_retry and procs.stopping is None:
             restarts += 1
             if on_restart:
                 on_restart(restarts, reason)
             continue
         phase = {"AbortJob": "Aborted", "TerminateJob": "Terminated"}.get(action, "Failed")
-        if action == "RestartJob":
+        if procs.stopping is not None:
+            phase = "Aborted"
+        elif action == "RestartJob":
             reason += f"; gave up after maxRetry={max_retry} restarts"
         return GangOutcome(phase, restarts, codes, reason)
 
@@ -200,7 +201,10 @@ def _first_error(log_dir: Path, pods: list[str]) -> str:
 
 
 def _watch(
-    pods: list[_Pod], tasks: Mapping[str, Any], job_policies: list[dict[str, Any]]
+    pods: list[_Pod],
+    tasks: Mapping[str, Any],
+    job_policies: list[dict[str, Any]],
+    procs: ProcessGroups,
 ) -> tuple[str, str, dict[str, int]]:
     codes: dict[str, int] = {}
     while True:
@@ -211,6 +215,8 @@ def _watch(
                 continue
             code = 128 - rc if rc < 0 else rc  # killed by a signal: 128 + signal number
             codes[p.name] = code
+            if procs.stopping is not None:
+                return "AbortJob", f"stopped: pod {p.name} exited {code}", codes
             if code != 0:
                 task_policies = list(tasks[p.task].get("policies") or [])
                 action = _policy(task_policies + job_policies, code) or "AbortJob"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gangway.errors import PermanentError
 
@@ -42,4 +41,9 @@ class RunResult:
     parameters: dict[str, str]
     state_dir: Path
     seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
+    interrupted: int | None = None
+    """The signal that stopped the run (SIGINT, SIGTERM), if one did."""
+    error: str = ""
+    """What ended the run early when it was not a step's failure (an executor error)."""
+    survivors: list[int] = field(default_factory=list)
+    """Processes of the run still alive at its end (killed then; should be none)."""

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import threading
@@ -17,17 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gangway.errors import PermanentError
+from gangway.compiler import check_parameter_names
+from gangway.errors import GangwayError, PermanentError
 from gangway.local._conditions import depends_on, resource_condition
 from gangway.local._expr import evaluate
 from gangway.local._gang import run_volcano_job
 from gangway.local._model import NodeResult, RunResult, UnsupportedConstruct
+from gangway.local._processes import ProcessGroups, Stopped
+from gangway.local._subst import fill_manifest, parameters_json, substitute, substitute_tree
 from gangway.local._subst import map_scratch as _map_scratch
-from gangway.local._subst import parameters_json, substitute, substitute_tree
 
-__all__ = ["LocalExecutor", "run_workflow", "workflow_from_template"]
+__all__ = ["LocalExecutor", "workflow_from_template"]
 
 _UNSUPPORTED_SPEC = (
     "onExit",
@@ -75,12 +76,7 @@ def workflow_from_template(
     spec = json.loads(json.dumps(template.get("spec", {})))
     params = spec.setdefault("arguments", {}).setdefault("parameters", [])
     known = {p["name"]: p for p in params}
-    unknown = sorted(set(overrides or {}) - set(known))
-    if unknown:
-        raise PermanentError(
-            f"unknown parameter(s) {', '.join(unknown)}; this pipeline takes: "
-            + ", ".join(sorted(known))
-        )
+    check_parameter_names(dict(template), overrides or {})
     for name, value in (overrides or {}).items():
         known[name]["value"] = str(value)
     base = template.get("metadata", {}).get("name") or "workflow"
@@ -111,7 +107,12 @@ class LocalExecutor:
         clock: Callable[[], float] = time.monotonic,
         parallelism: int | None = None,
         env: Mapping[str, str] | None = None,
+        previous: Mapping[str, NodeResult] | None = None,
+        grace: float = 30.0,
     ) -> None:
+        """``previous``: the nodes of an earlier run of this workflow (``gangway retry``); those
+        that succeeded are not run again, their recorded outputs are used. ``grace``: seconds
+        between SIGTERM and SIGKILL when a step, a gang pod or the whole run is stopped."""
         self.wf = workflow
         self.base_env = {**os.environ, **(env or {})}
         self.spec: dict[str, Any] = dict(workflow["spec"])
@@ -132,6 +133,9 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self.outputs: dict[str, dict[str, str]] = {}
         self.phases: dict[str, str] = {}
+        self.previous = {n: r for n, r in (previous or {}).items() if r.phase == "Succeeded"}
+        self.grace = grace
+        self.procs = ProcessGroups()
         self._check()
 
     # ---- validation ----------------------------------------------------------------------
@@ -197,7 +201,15 @@ class LocalExecutor:
 
     # ---- the DAG -------------------------------------------------------------------------
 
+    def interrupt(self, sig: int) -> None:
+        """Stop the run (SIGINT/SIGTERM to ``gangway run``): SIGTERM every running step and gang
+        pod, SIGKILL what is left after the grace period; start nothing new. Safe to call from a
+        signal handler; a second call kills at once."""
+        self.procs.stop(sig, self.grace)
+
     def run(self) -> RunResult:
+        """Run the DAG to its end (or until interrupted). Never raises for a failing step or a
+        construct found unsupported mid-run: the result says what happened."""
         t0 = self.clock()
         tasks = self.templates[self.spec["entrypoint"]]["dag"].get("tasks", [])
         deps = {t["name"]: self._deps(t) for t in tasks}
@@ -206,23 +218,35 @@ class LocalExecutor:
                 if dep not in deps:
                     raise UnsupportedConstruct(f"task {name}: depends on unknown task {dep!r}")
         failed = False
+        error = ""
         pending = [t["name"] for t in tasks]
         by_name = {t["name"]: t for t in tasks}
-        while pending and not failed:
+        while pending and not failed and self.procs.stopping is None:
             ready = [n for n in pending if all(d in self.phases for d in deps[n])]
             if not ready:
-                raise UnsupportedConstruct(f"tasks {pending} can never run (a dependency cycle?)")
+                error = f"tasks {pending} can never run (a dependency cycle?)"
+                break
             name = ready[0]
             pending.remove(name)
             if not all(self.phases[d] in ok for d, ok in deps[name].items()):
                 self._omit(by_name[name], "a dependency did not end as required")
                 self.phases[name] = "Omitted"
                 continue
-            self.phases[name] = self._run_task(by_name[name])
+            try:
+                self.phases[name] = self._run_task(by_name[name])
+            except GangwayError as e:  # found mid-run: end the run, say where
+                self.phases[name] = "Error"
+                error = str(e)
+                template = str(by_name[name]["template"])
+                self._record(NodeResult(name, name, template, "Error", message=error))
             failed = self.phases[name] not in ("Succeeded", "Skipped")
+        why = "not run: the workflow failed first"
+        if self.procs.stopping is not None:
+            why = f"not run: interrupted ({signal.Signals(self.procs.stopping).name})"
         for name in pending:
-            self._omit(by_name[name], "not run: the workflow failed first")
-        phase = "Failed" if failed else "Succeeded"
+            self._omit(by_name[name], why)
+        survivors = self.procs.close()
+        phase = "Failed" if failed or error or self.procs.stopping is not None else "Succeeded"
         return RunResult(
             self.name,
             self.uid,
@@ -231,6 +255,9 @@ class LocalExecutor:
             dict(self.params),
             self.root,
             round(self.clock() - t0, 2),
+            interrupted=self.procs.stopping,
+            error=error,
+            survivors=survivors,
         )
 
     def _deps(self, task: Mapping[str, Any]) -> dict[str, set[str]]:
@@ -238,9 +265,11 @@ class LocalExecutor:
             return depends_on(str(task["depends"]), where=f"task {task['name']}")
         return {d: {"Succeeded", "Skipped", "Daemoned"} for d in task.get("dependencies") or []}
 
-    def _omit(self, task: Mapping[str, Any], why: str) -> None:
+    def _omit(self, task: Mapping[str, Any], why: str, node: str | None = None) -> NodeResult:
         name = str(task["name"])
-        self._record(NodeResult(name, name, str(task["template"]), phase="Omitted", message=why))
+        result = NodeResult(node or name, name, str(task["template"]), "Omitted", message=why)
+        self._record(result)
+        return result
 
     def _record(self, node: NodeResult) -> None:
         with self._lock:
@@ -287,7 +316,10 @@ class LocalExecutor:
 
         def one(i: int, item: Any) -> NodeResult:
             label = item if isinstance(item, str | int | float) else i
-            return self._run_node(task, f"{name}({i}:{label})", {**scope, **_item_scope(item)})
+            node_name = f"{name}({i}:{label})"
+            if self.procs.stopping is not None:
+                return self._omit(task, "not run: interrupted", node_name)
+            return self._run_node(task, node_name, {**scope, **_item_scope(item)})
 
         # Fanned-out items run side by side (as Argo runs them) up to the parallelism limit.
         with ThreadPoolExecutor(max_workers=self.parallelism) as pool:
@@ -303,6 +335,13 @@ class LocalExecutor:
         self, task: Mapping[str, Any], node_name: str, scope: Mapping[str, str]
     ) -> NodeResult:
         template = self.templates[task["template"]]
+        if node_name in self.previous:  # `gangway retry`: done before, keep what it produced
+            done = self.previous[node_name]
+            kept = NodeResult(node_name, done.task, done.template, "Succeeded", done.attempts)
+            kept.outputs, kept.log = dict(done.outputs), done.log
+            kept.message = "succeeded before the retry: outputs reused"
+            self._record(kept)
+            return kept
         node = NodeResult(node_name, str(task["name"]), str(template["name"]), phase="Running")
         args = {
             p["name"]: substitute(str(p.get("value", "")), scope, where=f"task {node_name}")
@@ -332,6 +371,10 @@ class LocalExecutor:
             status, code, message, outputs = self._attempt(template, tscope, node)
             node.exit_code, node.message, node.outputs = code, message, outputs
             if status == "Succeeded":
+                break
+            if self.procs.stopping is not None:
+                status = "Failed"
+                node.message = f"stopped: interrupted ({_signame(self.procs.stopping)}); {message}"
                 break
             retry_no = node.attempts - 1
             if retry_no >= limit or not self._may_retry(strategy, status, code, message):
@@ -412,9 +455,16 @@ class LocalExecutor:
         with node.log.open("ab") as log:
             log.write(f"--- attempt {node.attempts}: {' '.join(argv)}\n".encode())
             log.flush()
-            rc = subprocess.run(
-                argv, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT, check=False
-            ).returncode
+            try:
+                proc = self.procs.start(
+                    argv, cwd=scratch, env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+            except Stopped as e:
+                return "Failed", None, str(e), {}
+            try:
+                rc = proc.wait()
+            finally:
+                self.procs.done(proc)
         if rc != 0:
             status, code = ("Error", 128 - rc) if rc < 0 else ("Failed", rc)
             return status, code, f"exit code {code}" + _tail(node.log), {}
@@ -445,7 +495,7 @@ class LocalExecutor:
         where = f"template {template['name']}.resource"
         if res.get("action") != "create":
             raise UnsupportedConstruct(f"{where}: only action: create runs locally")
-        manifest = yaml.safe_load(substitute(str(res.get("manifest", "")), scope, where=where))
+        manifest = fill_manifest(str(res.get("manifest", "")), scope, where=where)
         if (manifest or {}).get("apiVersion") != "batch.volcano.sh/v1alpha1" or (
             manifest.get("kind") != "Job"
         ):
@@ -465,6 +515,8 @@ class LocalExecutor:
             log_dir=node.log,
             cwd=scratch,
             base_env=self.base_env,
+            procs=self.procs,
+            grace=self.grace,
             on_restart=restarted,
         )
         job_name = f"{manifest['metadata'].get('generateName', 'job-')}{node.attempts:05d}"
@@ -522,6 +574,10 @@ def _item_scope(item: Any) -> dict[str, str]:
     return {"item": item if isinstance(item, str) else json.dumps(item)}
 
 
+def _signame(sig: int) -> str:
+    return signal.Signals(sig).name
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
 
@@ -532,14 +588,3 @@ def _tail(log: Path | None, lines: int = 3) -> str:
     text = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     errors = [ln for ln in text if ln.startswith("error:")]
     return ": " + (errors[-1] if errors else " | ".join(text[-lines:]))[:300] if text else ""
-
-
-def run_workflow(
-    workflow: Mapping[str, Any],
-    state_dir: Path,
-    *,
-    on_event: Callable[[NodeResult], None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-) -> RunResult:
-    """Run a compiled Workflow locally; see :class:`LocalExecutor`."""
-    return LocalExecutor(workflow, state_dir, on_event=on_event, sleep=sleep).run()

@@ -24,7 +24,13 @@ from typing import Any
 
 from gangway.errors import NotFoundError, PermanentError
 from gangway.storage._digest import listing_digest, sha256_bytes, sha256_file
-from gangway.storage._local import LocalBackend, is_temp_name, os_errors, temp_sibling
+from gangway.storage._local import (
+    LocalBackend,
+    is_temp_name,
+    os_errors,
+    temp_sibling,
+    write_atomic,
+)
 from gangway.storage._types import Manifest, ObjectInfo
 from gangway.storage._uri import Location, join, parse
 
@@ -54,6 +60,7 @@ __all__ = [
     "sha256_file",
     "upload_file",
     "upload_parts",
+    "write_atomic",
     "write_bytes",
     "write_json",
 ]

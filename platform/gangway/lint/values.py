@@ -1,0 +1,102 @@
+"""The values a user supplies (``-p name=value``), checked as they will be substituted.
+
+Argo fills placeholders into a resource template's manifest as text, so a value can change
+what a manifest *is*, not just what it says. Before anything runs or is sent, ``gangway run``,
+``submit`` and ``lint`` fill every manifest with the supplied values the way Argo will and lint
+the result (see :func:`gangway.local._subst.fill_manifest` for the structure check); a finding
+that the defaults do not have is the values' doing, and is reported with the parameter named.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gangway.compiler import check_parameter_names
+from gangway.errors import PermanentError
+from gangway.lint import CrdSchemas, Finding, lint_manifest
+
+__all__ = ["ValueFinding", "check_values", "refuse_bad_values", "with_values"]
+
+
+@dataclass(frozen=True)
+class ValueFinding:
+    """A lint error that appears only with the supplied values, and the parameters causing it."""
+
+    parameters: tuple[str, ...]
+    finding: Finding
+    sources: Mapping[str, str] = field(default_factory=dict)
+    """How a parameter was set when not by ``-p`` (e.g. ``storage-root`` from --state-dir)."""
+
+    def __str__(self) -> str:
+        names = ", ".join(
+            f"{self.sources[p]} (parameter {p})" if p in self.sources else f"-p {p}"
+            for p in self.parameters
+        )
+        names = names or "the supplied values together"
+        f = self.finding
+        return f"{names}: {f.obj}: {f.path or '(root)'}: {f.message}"
+
+
+def _arguments(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = obj.setdefault("spec", {})
+    if obj.get("kind") == "CronWorkflow":
+        spec = spec.setdefault("workflowSpec", {})
+    params: list[dict[str, Any]] = spec.setdefault("arguments", {}).setdefault("parameters", [])
+    return params
+
+
+def with_values(obj: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``obj`` whose workflow parameters hold ``values``; unknown names are an error."""
+    check_parameter_names(dict(obj), values)
+    out = copy.deepcopy(dict(obj))
+    params = {p.get("name"): p for p in _arguments(out)}
+    for name, value in values.items():
+        params[name]["value"] = str(value)
+    return out
+
+
+def _errors(obj: Mapping[str, Any], schemas: CrdSchemas | None) -> dict[tuple[str, str], Finding]:
+    return {(f.obj, f.path): f for f in lint_manifest(obj, schemas) if f.severity == "error"}
+
+
+def check_values(
+    obj: Mapping[str, Any], values: Mapping[str, str], schemas: CrdSchemas | None
+) -> list[ValueFinding]:
+    """Every lint error the supplied ``values`` cause (absent with the defaults), each with the
+    parameter that causes it — or with none, when only the values together cause it."""
+    if not values:
+        return []
+    defaults = {str(p.get("name")): str(p.get("value", "")) for p in _arguments(dict(obj))}
+    changed = {k: v for k, v in values.items() if defaults.get(k) != v}
+    base = _errors(with_values(obj, {}), schemas) if changed else {}
+    out: list[ValueFinding] = []
+    for name, value in changed.items():
+        errs = _errors(with_values(obj, {name: value}), schemas)
+        out += [ValueFinding((name,), f) for k, f in errs.items() if k not in base]
+    if len(changed) > 1:
+        seen = base.keys() | {(v.finding.obj, v.finding.path) for v in out}
+        together = _errors(with_values(obj, changed), schemas)
+        out += [ValueFinding((), f) for k, f in together.items() if k not in seen]
+    return out
+
+
+def refuse_bad_values(
+    obj: Mapping[str, Any],
+    values: Mapping[str, str],
+    schemas: CrdSchemas | None,
+    sources: Mapping[str, str] | None = None,
+) -> None:
+    """Raise one error listing every value that would break or rewrite a manifest.
+
+    ``sources`` says how a parameter was set when it was not by ``-p`` (it is named so).
+    """
+    found = [replace(v, sources=sources or {}) for v in check_values(obj, values, schemas)]
+    if found:
+        lines = "\n".join(f"  {v}" for v in found)
+        raise PermanentError(
+            f"parameter value(s) refused, nothing was run or sent:\n{lines}\n"
+            "fix these values and run again"
+        )

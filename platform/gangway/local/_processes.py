@@ -1,0 +1,137 @@
+"""Every process a local run starts, so that stopping the run leaves none behind.
+
+Each step and each gang pod starts in a process group of its own (as a container would), and
+carries ``GANGWAY_PROC=<run token>.<n>`` in its environment. Signals go to the group; what
+escaped it — torchrun starts its workers in sessions of their own — is found by that variable
+(``/proc/<pid>/environ``, which children inherit), so a kill reaches a whole process tree, and
+the end of a run can check that nothing of it survives.
+
+Stopping follows Kubernetes' pod termination: SIGTERM, a grace period, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PROC_ENV", "ProcessGroups", "Stopped", "processes_with"]
+
+PROC_ENV = "GANGWAY_PROC"
+
+
+class Stopped(Exception):
+    """The run is stopping: no new process is started."""
+
+
+def processes_with(token: str) -> list[int]:
+    """Live processes whose ``GANGWAY_PROC`` is ``token`` or below it (``token.N``)."""
+    want, below = f"{PROC_ENV}={token}".encode(), f"{PROC_ENV}={token}.".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours
+            continue
+        if any(e == want or e.startswith(below) for e in env):
+            found.append(int(entry.name))
+    return [p for p in found if p != os.getpid()]
+
+
+class ProcessGroups:
+    """The processes of one local run: start, stop gracefully, and sweep what is left."""
+
+    def __init__(self, token: str | None = None) -> None:
+        self.token = token or uuid.uuid4().hex[:12]
+        self.stopping: int | None = None
+        """The signal the run is stopping on (None while it runs)."""
+        self._procs: dict[int, tuple[subprocess.Popen[bytes], str]] = {}
+        self._lock = threading.Lock()
+        self._count = 0
+        self._timer: threading.Timer | None = None
+
+    def start(
+        self, argv: Sequence[str], *, env: dict[str, str], **popen: Any
+    ) -> subprocess.Popen[bytes]:
+        """``Popen`` in a new process group, tagged; refused once the run is stopping."""
+        with self._lock:
+            if self.stopping is not None:
+                raise Stopped(f"not started: the run is stopping ({_name(self.stopping)})")
+            self._count += 1
+            tag = f"{self.token}.{self._count}"
+            proc = subprocess.Popen(
+                list(argv), env={**env, PROC_ENV: tag}, start_new_session=True, **popen
+            )
+            self._procs[proc.pid] = (proc, tag)
+            return proc
+
+    def signal(self, proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+        """Signal the process's group (the launcher, torchrun, whatever shares its group)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL the process's whole tree (its group and every process carrying its tag),
+        reap it, and forget it."""
+        self.signal(proc, signal.SIGKILL)
+        with self._lock:
+            _, tag = self._procs.pop(proc.pid, (proc, ""))
+        if tag:
+            _kill_all(processes_with(tag))
+        with contextlib.suppress(ChildProcessError):
+            proc.wait()
+
+    def done(self, proc: subprocess.Popen[bytes]) -> None:
+        """The process ended: sweep anything it left behind (a pod's processes end with it)."""
+        self.kill(proc)
+
+    def stop(self, sig: int, grace: float) -> None:
+        """Stop the run: SIGTERM every process group now, SIGKILL everything after ``grace``
+        seconds. A second call (a second Ctrl-C) kills at once."""
+        with self._lock:
+            again = self.stopping is not None
+            self.stopping = sig
+            procs = [p for p, _ in self._procs.values()]
+        if again:
+            self.kill_all()
+            return
+        for p in procs:
+            self.signal(p, signal.SIGTERM)
+        self._timer = threading.Timer(grace, self.kill_all)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def kill_all(self) -> None:
+        """SIGKILL every process of the run, wherever it is."""
+        with self._lock:
+            procs = [p for p, _ in self._procs.values()]
+        for p in procs:
+            self.signal(p, signal.SIGKILL)
+        _kill_all(processes_with(self.token))
+
+    def close(self) -> list[int]:
+        """At the end of the run: cancel the kill timer, kill any survivor; returns their pids."""
+        if self._timer is not None:
+            self._timer.cancel()
+        left = processes_with(self.token)
+        _kill_all(left)
+        return left
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

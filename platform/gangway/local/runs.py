@@ -1,0 +1,190 @@
+"""Running a pipeline on this machine, as a library call: what ``gangway run`` and
+``gangway retry`` do, apart from parsing and rendering.
+
+1. :func:`prepare_run` compiles the pipeline, fills the local defaults (``file://`` storage and
+   a sqlite MLflow store under the state directory, provenance), refuses any value that would
+   break or rewrite a manifest (:mod:`gangway.lint.values`) and records the Workflow;
+   :func:`resume_run` loads a recorded one with the nodes that already succeeded.
+2. :func:`executor` builds the :class:`~gangway.local.LocalExecutor`, recording each node as
+   it ends, so an interrupted run can be retried.
+3. :func:`close_run` records the workflow's end in the lineage spool and sends what MLflow
+   lacks; an outage leaves it spooled and is reported, never raised.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gangway.errors import PermanentError
+from gangway.lineage.records import Status, WorkflowInfo
+from gangway.local._model import NodeResult, RunResult
+from gangway.local.executor import LocalExecutor, workflow_from_template
+from gangway.local.state import SavedRun, find_run, load_nodes, save_nodes, save_run
+from gangway.tracking import WorkflowState, record_workflow
+
+__all__ = ["LocalRun", "close_run", "executor", "prepare_run", "reopen_run", "resume_run"]
+
+PIPELINE_LABEL = "gangway.dev/pipeline"
+
+
+@dataclass
+class LocalRun:
+    """A workflow ready to run here: recorded in ``state_dir``, with what succeeded before."""
+
+    saved: SavedRun
+    state_dir: Path
+    previous: dict[str, NodeResult] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.saved.name
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        spec = self.saved.workflow.get("spec") or {}
+        return {
+            p["name"]: str(p.get("value", ""))
+            for p in (spec.get("arguments") or {}).get("parameters") or []
+        }
+
+    @property
+    def pipeline_name(self) -> str:
+        labels = self.saved.workflow["metadata"].get("labels") or {}
+        return str(labels.get(PIPELINE_LABEL, "adhoc"))
+
+    @property
+    def spool(self) -> str:
+        """Where the steps spool lineage (see :data:`gangway.pipeline.LINEAGE_SPOOL`)."""
+        from gangway.local._subst import substitute
+        from gangway.pipeline import LINEAGE_SPOOL
+
+        scope = {
+            "workflow.parameters.storage-root": self.parameters.get("storage-root", ""),
+            "workflow.uid": self.saved.uid,
+        }
+        return substitute(LINEAGE_SPOOL, scope, where="the lineage spool")
+
+
+def local_defaults(state_dir: Path, declared: set[str]) -> dict[str, str]:
+    """``file://`` storage and a sqlite MLflow store under the state directory."""
+    from gangway import storage
+
+    root = state_dir.resolve()
+    out = {}
+    if "storage-root" in declared:
+        try:
+            out["storage-root"] = str(storage.parse(f"file://{root}/storage"))
+        except PermanentError as e:
+            raise PermanentError(f"--state-dir {state_dir}: {e}") from None
+    if "mlflow-tracking-uri" in declared:
+        out["mlflow-tracking-uri"] = f"sqlite:///{root}/mlflow.db"
+    return out
+
+
+def prepare_run(pipeline: Path, values: Mapping[str, str], state_dir: Path) -> LocalRun:
+    """Compile ``pipeline`` into the Workflow a cluster would run, with ``values``; check the
+    values as they will be substituted; record it in ``state_dir``. Nothing runs yet."""
+    from gangway.compiler import (
+        check_parameter_names,
+        compile_pipeline,
+        declared_parameters,
+        import_root,
+    )
+    from gangway.lint import CrdSchemas
+    from gangway.lint.values import refuse_bad_values
+    from gangway.provenance import provenance_params
+
+    manifest = compile_pipeline(pipeline)
+    check_parameter_names(manifest, values)
+    declared = declared_parameters(manifest)
+    derived = {k: v for k, v in local_defaults(state_dir, declared).items() if k not in values}
+    derived.update(provenance_params(pipeline, declared, values, cluster="local"))
+    overrides = {**derived, **values}
+    sources = {k: "--state-dir" for k in derived if k in ("storage-root", "mlflow-tracking-uri")}
+    refuse_bad_values(manifest, overrides, CrdSchemas.from_env(), sources)
+    workflow = workflow_from_template(manifest, overrides)
+    # Steps import the pipeline's own module (Hera runner scripts do), as the image would.
+    saved = SavedRun(workflow, str(pipeline), env={"PYTHONPATH": str(import_root(pipeline))})
+    save_run(state_dir, saved)
+    return LocalRun(saved, state_dir)
+
+
+def resume_run(state_dir: Path, ref: str | None) -> LocalRun:
+    """The recorded run ``ref`` (name or uid; the newest when None) with the nodes that
+    succeeded in it; a run that succeeded has nothing to retry."""
+    saved = find_run(state_dir, ref)
+    phase, nodes = load_nodes(state_dir, saved.name)
+    if phase == "Succeeded":
+        raise PermanentError(
+            f"workflow {saved.name} succeeded: nothing to retry (start a new run with "
+            "`gangway run`)"
+        )
+    return LocalRun(saved, state_dir, nodes)
+
+
+def executor(
+    run: LocalRun,
+    *,
+    parallelism: int = 1,
+    grace: float = 30.0,
+    on_event: Callable[[NodeResult], None] | None = None,
+) -> LocalExecutor:
+    """The executor for ``run``; every node that ends is recorded for ``gangway retry``."""
+    paths = (run.saved.env.get("PYTHONPATH"), os.environ.get("PYTHONPATH"))
+    ex = LocalExecutor(
+        run.saved.workflow,
+        run.state_dir,
+        parallelism=parallelism,
+        env={**run.saved.env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)},
+        previous=run.previous,
+        grace=grace,
+    )
+    save_nodes(run.state_dir, run.name, run.previous.values(), "Running")
+
+    def event(node: NodeResult) -> None:
+        if node.phase not in ("Running", "Pending"):  # what succeeded before stays recorded
+            save_nodes(run.state_dir, run.name, [*run.previous.values(), *ex.nodes], "Running")
+        if on_event is not None:
+            on_event(node)
+
+    ex.on_event = event
+    return ex
+
+
+def _workflow_info(run: LocalRun) -> WorkflowInfo:
+    params = run.parameters
+    return WorkflowInfo(
+        pipeline=run.pipeline_name,
+        name=run.name,
+        uid=run.saved.uid,
+        namespace="local",
+        cluster=params.get("cluster", ""),
+        git_sha=params.get("git-sha", ""),
+        image=params.get("image", ""),
+        parameters=params,
+    )
+
+
+def reopen_run(run: LocalRun) -> WorkflowState | None:
+    """``gangway retry``: the workflow's MLflow parent run is running again."""
+    tracking = run.parameters.get("mlflow-tracking-uri", "")
+    if not tracking:
+        return None
+    return record_workflow(tracking, _workflow_info(run), "RUNNING", run.spool)
+
+
+def close_run(run: LocalRun, result: RunResult) -> WorkflowState | None:
+    """Record the run's end: the nodes for ``gangway retry``, and the workflow's state in the
+    lineage spool and MLflow (FINISHED, FAILED, or KILLED when interrupted)."""
+    save_nodes(run.state_dir, run.name, [*run.previous.values(), *result.nodes], result.phase)
+    tracking = run.parameters.get("mlflow-tracking-uri", "")
+    if not tracking:
+        return None
+    status: Status = "FINISHED" if result.phase == "Succeeded" else "FAILED"
+    if result.interrupted is not None:
+        status = "KILLED"
+    info = _workflow_info(run)
+    return record_workflow(tracking, info, status, run.spool, phase=result.phase)
