@@ -4,14 +4,19 @@
         --checkpoints file:///tmp/gangway/ckpt --metrics-out metrics.json --best-out best.txt
 
 Each checkpoint is scored by mean next-byte cross-entropy (nats) and perplexity over the same
-validation windows; the lowest loss wins (ties go to the later step).
+validation windows; the lowest loss wins (ties go to the later step). A checkpoint that cannot
+be used (a file missing or not matching its manifest's sha256) is skipped with a warning naming
+it and listed under ``unusable`` in the metrics; the step fails only when no checkpoint is
+usable.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -20,7 +25,7 @@ from typing import Any
 
 from components._cli import emit, main_wrapper
 from gangway import storage
-from gangway.errors import NotFoundError
+from gangway.errors import NotFoundError, PermanentError
 from gangway.tracking import CheckpointRef, StepTracker
 
 __all__ = ["evaluate"]
@@ -45,10 +50,16 @@ def evaluate(
     cache = cache_dir or Path(tempfile.gettempdir()) / "gangway-cache"
     corpus = open_corpus(data_uri, cache / "data")
     results: list[dict[str, Any]] = []
+    unusable: list[dict[str, str]] = []
     for uri in checkpoint_uris:
         t0 = time.perf_counter()
-        ckpt = checkpoint_at(uri)
-        model = load_model(ckpt, cache)
+        try:
+            ckpt = checkpoint_at(uri)
+            model = load_model(ckpt, cache)
+        except PermanentError as e:  # corrupt or incomplete: score the others, say which
+            print(f"warning: skipping checkpoint {uri}: {e}", file=sys.stderr, flush=True)
+            unusable.append({"uri": uri, "error": str(e)})
+            continue
         total, count = 0.0, 0
         with torch.no_grad():
             for xb, yb in val_batches(
@@ -71,8 +82,18 @@ def evaluate(
             }
         )
         print(f"evaluated step {ckpt.step}: loss {loss:.4f} ppl {math.exp(loss):.2f}", flush=True)
+    if not results:
+        raise PermanentError(
+            f"none of the {len(unusable)} checkpoint(s) could be evaluated: "
+            + "; ".join(f"{u['uri']}: {u['error']}" for u in unusable)
+        )
     best = min(results, key=lambda r: (r["loss"], -r["step"]))
-    return {"dataset_digest": corpus.digest, "checkpoints": results, "best": best}
+    return {
+        "dataset_digest": corpus.digest,
+        "checkpoints": results,
+        "best": best,
+        "unusable": unusable,
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -127,12 +148,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "gangway.dataset_digest": metrics["dataset_digest"],
             }
         )
+        if metrics["unusable"]:
+            unusable = [u["uri"] for u in metrics["unusable"]]
+            tracker.set_tags({"gangway.unusable_checkpoints": json.dumps(unusable)})
     if args.metrics_out:
         storage.write_json(args.metrics_out, metrics)
     if args.best_out:
         args.best_out.parent.mkdir(parents=True, exist_ok=True)
         args.best_out.write_text(metrics["best"]["uri"])
-    emit({"best": metrics["best"], "evaluated": len(metrics["checkpoints"])}, None)
+    summary = {"best": metrics["best"], "evaluated": len(metrics["checkpoints"])}
+    if metrics["unusable"]:
+        summary["unusable"] = [u["uri"] for u in metrics["unusable"]]
+    emit(summary, None)
     return 0
 
 

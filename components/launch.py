@@ -27,7 +27,7 @@ from types import FrameType
 from components._cli import EXIT_DIR_ENV
 from gangway.errors import EXIT_OK, EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
 
-__all__ = ["gang_exit_code", "main"]
+__all__ = ["config_errors", "gang_exit_code", "main"]
 
 
 def gang_exit_code(
@@ -45,16 +45,40 @@ def gang_exit_code(
     return EXIT_TRANSIENT  # workers all succeeded but torchrun failed: agent/rendezvous trouble
 
 
-def _nproc(argv: Sequence[str]) -> int:
+def _flag(argv: Sequence[str], *names: str) -> str | None:
+    """The value of a torchrun flag (``--x=v`` or ``--x v``), or None when absent."""
     for i, a in enumerate(argv):
-        if a.startswith("--nproc-per-node=") or a.startswith("--nproc_per_node="):
-            value = a.split("=", 1)[1]
-        elif a in ("--nproc-per-node", "--nproc_per_node") and i + 1 < len(argv):
-            value = argv[i + 1]
-        else:
-            continue
-        return int(value) if value.isdigit() else 1
-    return 1
+        if a in ("-m", "--module") or not a.startswith("-"):
+            break  # the training module's own arguments start here
+        key, eq, value = a.partition("=")
+        if key in names:
+            if eq:
+                return value
+            return argv[i + 1] if i + 1 < len(argv) else ""
+    return None
+
+
+NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
+
+
+def config_errors(argv: Sequence[str]) -> list[str]:
+    """What is wrong with the gang's own settings (permanent: a restart cannot fix them)."""
+    errors = []
+    nnodes = _flag(argv, "--nnodes")
+    if nnodes is not None and not all(p.isdigit() and int(p) > 0 for p in nnodes.split(":")):
+        errors.append(f"--nnodes={nnodes!r}: must be a positive number of pods (or MIN:MAX)")
+    nproc = _flag(argv, "--nproc-per-node", "--nproc_per_node")
+    if nproc is not None and not (nproc in NPROC_WORDS or (nproc.isdigit() and int(nproc) > 0)):
+        errors.append(
+            f"--nproc-per-node={nproc!r}: must be a positive number of processes per pod "
+            f"(or one of {', '.join(NPROC_WORDS)})"
+        )
+    return errors
+
+
+def _nproc(argv: Sequence[str]) -> int:
+    value = _flag(argv, "--nproc-per-node", "--nproc_per_node") or "1"
+    return int(value) if value.isdigit() else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(__doc__)
         return 0
+    errors = config_errors(args)
+    if errors:  # torchrun would assert, and read as a lost peer (75): say what to fix instead
+        for e in errors:
+            print(f"error: gang settings are invalid: {e}", file=sys.stderr)
+        return EXIT_PERMANENT
     got_sigterm = False
     with tempfile.TemporaryDirectory(prefix="gangway-exit-") as exit_dir:
         env = {**os.environ, EXIT_DIR_ENV: exit_dir}

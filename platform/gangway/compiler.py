@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from gangway.errors import NotFoundError, PermanentError
+from gangway.errors import GangwayError, NotFoundError, PermanentError
 
 __all__ = [
     "check_parameter_names",
@@ -41,7 +41,8 @@ def load_pipeline(path: Path) -> Any:
     except Exception as e:  # the user's pipeline code failed: show where, briefly
         frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == str(path)]
         at = f" (line {frames[-1].lineno})" if frames else ""
-        raise PermanentError(f"{path}{at}: {type(e).__name__}: {e}") from None
+        what = "" if isinstance(e, GangwayError) else f"{type(e).__name__}: "
+        raise PermanentError(f"{path}{at}: {what}{e}") from None
     found = [v for v in vars(module).values() if isinstance(v, Workflow | CronWorkflow)]
     found = list({id(v): v for v in found}.values())
     if len(found) != 1:

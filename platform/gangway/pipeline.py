@@ -25,6 +25,7 @@ import yaml
 from hera.workflows import Container, EmptyDirVolume, Parameter, Resource, WorkflowTemplate
 from hera.workflows import models as m
 
+from gangway.errors import PermanentError
 from gangway.retries import StepKind, retry_strategy
 from gangway.volcano import pytorch_job
 
@@ -174,6 +175,32 @@ def _outputs(outputs: Sequence[str]) -> list[Parameter]:
     return [*declared, link]
 
 
+def _check_module(step_name: str, module: str) -> None:
+    """The module a step runs must be importable here, as it will be in the image: a typo is
+    a compile error naming the step, not a failure minutes into a run."""
+    import difflib
+    import importlib.util
+    import pkgutil
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        return
+    parent, _, _ = module.rpartition(".")
+    known: list[str] = []
+    try:
+        spec = importlib.util.find_spec(parent) if parent else None
+        where = spec.submodule_search_locations if spec else None
+        known = [f"{parent}.{m.name}" for m in pkgutil.iter_modules(where)] if where else []
+    except (ImportError, ValueError):
+        pass
+    close = difflib.get_close_matches(module, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else "; check module= (python -m MODULE)"
+    raise PermanentError(f"step {step_name!r}: module {module!r} cannot be imported{hint}")
+
+
 def step(
     name: str,
     *,
@@ -190,6 +217,7 @@ def step(
     ``inputs`` are the template's input parameters (use them in ``args`` as
     ``{{inputs.parameters.NAME}}``); each of ``outputs`` is read from ``/gangway/out/NAME``.
     """
+    _check_module(name, module)
     req = dict(requests or defaults.requests)
     return Container(
         name=name,
@@ -225,6 +253,7 @@ def gang_step(
     injects, ``procs_per_node`` processes per pod, and ``python -m MODULE ARGS`` in each.
     The Job's name is generated, so an Argo-level retry never collides with an earlier Job.
     """
+    _check_module(name, module)
     launch = [
         "python",
         "-m",

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from gangway import storage
 from gangway.cli._output import console, human_bytes
+from gangway.errors import NotFoundError
 
 __all__ = ["ls"]
 
@@ -18,6 +19,8 @@ def ls(
 ) -> None:
     """List the objects under URI with their sizes, and whether the directory is published."""
     objects = storage.list_objects(uri)
+    if not objects:
+        raise NotFoundError(f"{uri}: nothing there (no object and no prefix); check the URI")
     table = Table(show_header=True, header_style="bold")
     table.add_column("object")
     table.add_column("size", justify="right")
@@ -27,4 +30,5 @@ def ls(
     manifest = storage.read_manifest(uri)
     total = human_bytes(sum(o.size for o in objects))
     state = f"published, digest {manifest.digest}" if manifest else "no manifest (not published)"
-    console.print(f"{len(objects)} objects, {total}; {state}")
+    noun = "object" if len(objects) == 1 else "objects"
+    console.print(f"{len(objects)} {noun}, {total}; {state}")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gangway.cli._output import console, err_console
-from gangway.errors import PermanentError, TransientError
+from gangway.errors import NotFoundError, PermanentError, TransientError
 
 __all__ = ["lineage_cmd"]
 
@@ -36,6 +37,10 @@ def lineage_cmd(
             help="sync: a spool (…/runs/UID/lineage), a runs/ prefix or a storage root; repeatable"
         ),
     ] = None,
+    state_dir: Annotated[
+        Path,
+        typer.Option(help="without --tracking-uri: use the MLflow store of local runs here"),
+    ] = Path(".gangway"),
 ) -> None:
     """Show where a model, run, workflow or dataset came from and what came of it.
 
@@ -46,11 +51,8 @@ def lineage_cmd(
     `gangway lineage sync --spool URI` replays lineage that steps spooled while MLflow was
     unreachable; it is idempotent, so running it twice adds nothing.
     """
-    if not tracking_uri:
-        raise PermanentError(
-            "no tracking store: pass --tracking-uri (e.g. http://mlflow:5000 or "
-            "sqlite:///.gangway/demo/mlflow.db) or set MLFLOW_TRACKING_URI"
-        )
+    tracking_uri = tracking_uri or _local_store(state_dir)
+    check_reachable(tracking_uri, create=ref == "sync")
     if ref == "sync":
         _sync(tracking_uri, spool or [])
         return
@@ -73,6 +75,53 @@ def lineage_cmd(
         console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
+def _local_store(state_dir: Path) -> str:
+    """The MLflow store of the local runs in ``state_dir`` (``gangway run`` keeps one there):
+    its own, or the newest one a level below (``.gangway/demo``)."""
+    found = [state_dir / "mlflow.db", *state_dir.glob("*/mlflow.db")]
+    found = [f for f in found if f.is_file()]
+    if not found:
+        raise PermanentError(
+            f"no tracking store: none in {state_dir} (no local run there), no --tracking-uri "
+            "and no MLFLOW_TRACKING_URI; pass --tracking-uri (http://mlflow:5000 or "
+            "sqlite:///PATH/mlflow.db) or --state-dir of a local run"
+        )
+    newest = max(found, key=lambda f: f.stat().st_mtime)
+    uri = f"sqlite:///{newest.resolve()}"
+    err_console.print(f"using the local MLflow store {uri}", highlight=False, soft_wrap=True)
+    return uri
+
+
+def check_reachable(uri: str, *, create: bool = False, timeout: float = 5.0) -> None:
+    """Fail in seconds, with what to do, when the store is not there: an http(s) server that
+    does not answer, or (unless ``create``) a sqlite file that does not exist — reading must
+    not create an empty store."""
+    import os
+    import urllib.error
+    import urllib.request
+
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        if not create and not path.is_file():
+            raise NotFoundError(f"{uri}: no MLflow store there (no such file); check the path")
+        return
+    if not uri.startswith(("http://", "https://")):
+        return
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout):
+            return
+    except urllib.error.HTTPError:
+        return  # it answered (a proxy may not serve /health); MLflow will say more
+    except (OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise TransientError(
+            f"cannot reach MLflow at {uri} ({reason}); is the server running? "
+            "Check --tracking-uri or MLFLOW_TRACKING_URI"
+        ) from None
+
+
 def _sync(tracking_uri: str, spools: list[str]) -> None:
     from gangway.lineage import sync
     from gangway.lineage.spool import Spool, find_spools
@@ -86,12 +135,21 @@ def _sync(tracking_uri: str, spools: list[str]) -> None:
     if not roots:
         raise PermanentError(f"no lineage records under {', '.join(spools)}")
     sent = left = 0
+    unreadable: dict[str, str] = {}
     for root in roots:
-        report = sync(Spool(root), tracking_uri)
+        spool_ = Spool(root)
+        report = sync(spool_, tracking_uri)
         sent += len(report.runs)
         left += len(report.pending)
+        unreadable.update(spool_.bad)
         if report.error:
-            err_console.print(f"[yellow]{root}: {report.error}[/]")
+            err_console.print(f"[yellow]{root}: {report.error}[/]", highlight=False)
     console.print(f"sent {sent} record(s) from {len(roots)} spool(s); {left} still pending")
+    if unreadable:
+        raise PermanentError(
+            f"{len(unreadable)} spooled record(s) are unreadable and were not sent:\n"
+            + "\n".join(f"  {uri}: {why}" for uri, why in sorted(unreadable.items()))
+            + "\nfix or remove them; the others were sent"
+        )
     if left:
         raise TransientError(f"{left} record(s) still pending; run `gangway lineage sync` again")

@@ -36,15 +36,19 @@ def sync(spool: Spool, tracking_uri: str) -> SyncReport:
     (the server is down: the rest stays spooled for the next step or ``gangway lineage sync``).
     """
     report = SyncReport()
-    todo = spool.pending()
+    todo = spool.pending(tracking_uri)
     if not todo:
         return report
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    import mlflow
     from mlflow.tracking import MlflowClient
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # after import: it sets its own
+    # MLflow resolves `models:/…` sources (model versions of logged models) through the
+    # process-wide tracking URI, not the client's: point it at the same store.
+    mlflow.set_tracking_uri(tracking_uri)
 
     from gangway.lineage.replay import replay
 
@@ -61,7 +65,7 @@ def sync(spool: Spool, tracking_uri: str) -> SyncReport:
             report.pending += todo[i:]
             return report
         try:
-            spool.mark_synced(rec)
+            spool.mark_synced(rec, tracking_uri)
         except Exception as e:  # the next sync replays it again, harmlessly
             print(f"warning: could not mark {rec.file_name} synced: {e}", file=sys.stderr)
     return report

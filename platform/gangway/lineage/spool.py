@@ -8,6 +8,7 @@ holds the record revision MLflow has, so a record is replayed again only when it
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from dataclasses import dataclass, field
 
@@ -32,11 +33,13 @@ class Spool:
         rec.rev += 1
         storage.write_bytes(storage.join(self.root, rec.file_name), rec.to_bytes())
 
-    def mark_synced(self, rec: StepRecord) -> None:
-        storage.write_bytes(storage.join(self.root, rec.file_name + _MARK), str(rec.rev).encode())
+    def mark_synced(self, rec: StepRecord, store: str = "") -> None:
+        """``store`` (the tracking URI) has revision ``rec.rev`` of the record."""
+        text = f"{rec.rev} {_store_key(store)}" if store else str(rec.rev)
+        storage.write_bytes(storage.join(self.root, rec.file_name + _MARK), text.encode())
 
-    def records(self) -> list[tuple[StepRecord, int]]:
-        """Every readable record with the revision MLflow has (0: none), oldest first.
+    def records(self, store: str = "") -> list[tuple[StepRecord, int]]:
+        """Every readable record with the revision ``store`` has (0: none), oldest first.
 
         An unreadable record is reported on stderr and in :meth:`unreadable`, and skipped.
         """
@@ -57,19 +60,21 @@ class Spool:
                 continue
             synced = 0
             if o.key in marks:
-                text = storage.read_bytes(uri + _MARK).decode().strip()
-                synced = int(text) if text.isdigit() else 0
+                rev, _, key = storage.read_bytes(uri + _MARK).decode().strip().partition(" ")
+                # A mark without a store (older) counts for any store.
+                same = not (key and store) or key == _store_key(store)
+                synced = int(rev) if rev.isdigit() and same else 0
             out.append((rec, synced))
         out.sort(key=lambda rs: (rs[0].start_ms, rs[0].key))
         return out
 
-    def pending(self) -> list[StepRecord]:
-        """Records with a revision MLflow does not have yet, oldest first.
+    def pending(self, store: str = "") -> list[StepRecord]:
+        """Records with a revision ``store`` (the tracking URI) does not have yet, oldest first.
 
         A record still ``RUNNING`` while a later attempt of the same node exists belongs to an
         attempt that was killed without a word (SIGKILL, node loss): it is closed as KILLED.
         """
-        recs = self.records()
+        recs = self.records(store)
         latest: dict[tuple[str, str], int] = {}
         for rec, _ in recs:
             k = (rec.step, rec.node)
@@ -93,6 +98,10 @@ class Spool:
                 self.write(rec)
                 n += 1
         return n
+
+
+def _store_key(store: str) -> str:
+    return hashlib.sha256(store.encode()).hexdigest()[:16]
 
 
 def _short(e: Exception) -> str:

@@ -22,7 +22,7 @@ from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
 from gangway.lint.argo import check_workflow, workflow_spec
 from gangway.lint.crds import CrdSchemas
-from gangway.lint.platform_rules import check_gang, check_pod
+from gangway.lint.platform_rules import check_gang, check_launch, check_pod
 from gangway.lint.structural import validate_structure
 from gangway.volcano import JOB_API_VERSION
 
@@ -108,13 +108,10 @@ def _lint_resource(
             pod = (task.get("template") or {}).get("spec") or {}
             path = f"spec.tasks[{j}].template.spec"
             containers = pod.get("containers") or []
-            findings += check_pod(
-                containers,
-                pod,
-                path,
-                name,
-                [f"{path}.containers[{k}]" for k in range(len(containers))],
-            )
+            paths = [f"{path}.containers[{k}]" for k in range(len(containers))]
+            findings += check_pod(containers, pod, path, name, paths)
+            for c, cpath in zip(containers, paths, strict=True):
+                findings += check_launch(c, cpath, name)
     return findings
 
 

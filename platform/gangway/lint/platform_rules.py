@@ -9,7 +9,7 @@ from typing import Any
 
 from gangway.lint._findings import Finding
 
-__all__ = ["GPU_PRODUCT_LABEL", "check_gang", "check_pod"]
+__all__ = ["GPU_PRODUCT_LABEL", "check_gang", "check_launch", "check_pod"]
 
 GPU = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -60,6 +60,36 @@ def check_gang(job: Mapping[str, Any], name: str) -> list[Finding]:
             )
         ]
     return []
+
+
+_LAUNCH_FLAGS = {"--nnodes": "pods", "--nproc-per-node": "processes per pod"}
+_NPROC_WORDS = {"auto", "cpu", "gpu", "xpu"}
+
+
+def check_launch(container: Mapping[str, Any], path: str, name: str) -> list[Finding]:
+    """Gang rule: the torchrun counts a gang pod starts with are positive (torchrun asserts
+    otherwise, and an assertion reads as a lost peer, so the gang would restart in vain)."""
+    out = []
+    args = [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
+    for i, arg in enumerate(args):
+        key, _, value = arg.partition("=")
+        what = _LAUNCH_FLAGS.get(key.replace("_", "-"))
+        if what is None or "$(" in value:
+            continue
+        ok = all(p.isdigit() and int(p) > 0 for p in value.split(":")) or (
+            key != "--nnodes" and value in _NPROC_WORDS
+        )
+        if not ok:
+            field = "args" if i >= len(container.get("command") or []) else "command"
+            index = i - len(container.get("command") or []) if field == "args" else i
+            out.append(
+                Finding(
+                    name,
+                    f"{path}.{field}[{index}]",
+                    f"{arg}: must be a positive number of {what}",
+                )
+            )
+    return out
 
 
 def _int(v: Any) -> int:

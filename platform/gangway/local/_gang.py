@@ -27,7 +27,7 @@ from gangway.local._model import UnsupportedConstruct
 from gangway.local._processes import ProcessGroups, Stopped
 from gangway.local._subst import map_scratch
 
-__all__ = ["GangOutcome", "run_volcano_job"]
+__all__ = ["GangOutcome", "error_summary", "run_volcano_job"]
 
 _KUBE_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -189,15 +189,26 @@ def _first_error(log_dir: Path, pods: list[str]) -> str:
     for name in pods:
         log = log_dir / f"{name}.log"
         if log.is_file():
-            lines = log.read_text(errors="replace").splitlines()
-            starts = [i for i, ln in enumerate(lines) if ln.startswith("error:")]
-            if starts:
-                i = starts[-1]
-                detail = [lines[i]]
-                if lines[i].endswith(":"):  # a multi-line error lists its items indented
-                    detail += [ln.strip() for ln in lines[i + 1 : i + 6] if ln.startswith("  ")]
-                return f" ({name}: {' '.join(detail)[:400]})"
+            found = error_summary(log.read_text(errors="replace").splitlines())
+            if found:
+                return f" ({name}: {found})"
     return ""
+
+
+def error_summary(lines: list[str]) -> str | None:
+    """The last ``error:`` line of a log, with the items of a multi-line one (indented lines
+    after a line ending in ':'), and nothing of a traceback that may follow."""
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("error:")]
+    if not starts:
+        return None
+    i = starts[-1]
+    detail = [lines[i]]
+    if lines[i].endswith(":"):
+        for ln in lines[i + 1 : i + 6]:
+            if not ln.startswith("  ") or ln.lstrip().startswith("File "):
+                break
+            detail.append(ln.strip())
+    return " ".join(detail)[:400]
 
 
 def _watch(

@@ -22,7 +22,7 @@ from gangway.compiler import check_parameter_names
 from gangway.errors import GangwayError, PermanentError
 from gangway.local._conditions import depends_on, resource_condition
 from gangway.local._expr import evaluate
-from gangway.local._gang import run_volcano_job
+from gangway.local._gang import error_summary, run_volcano_job
 from gangway.local._model import NodeResult, RunResult, UnsupportedConstruct
 from gangway.local._processes import ProcessGroups, Stopped
 from gangway.local._subst import fill_manifest, parameters_json, substitute, substitute_tree
@@ -586,5 +586,5 @@ def _tail(log: Path | None, lines: int = 3) -> str:
     if log is None or not log.is_file():
         return ""
     text = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    errors = [ln for ln in text if ln.startswith("error:")]
-    return ": " + (errors[-1] if errors else " | ".join(text[-lines:]))[:300] if text else ""
+    found = error_summary(text) or " | ".join(text[-lines:])[:300]
+    return f": {found}" if text else ""
