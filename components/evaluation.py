@@ -57,8 +57,9 @@ def evaluate(
             ckpt = checkpoint_at(uri)
             model = load_model(ckpt, cache)
         except PermanentError as e:  # corrupt or incomplete: score the others, say which
-            print(f"warning: skipping checkpoint {uri}: {e}", file=sys.stderr, flush=True)
-            unusable.append({"uri": uri, "error": str(e)})
+            why = str(e) if uri in str(e) else f"{uri}: {e}"
+            print(f"warning: skipping a checkpoint: {why}", file=sys.stderr, flush=True)
+            unusable.append({"uri": uri, "error": why})
             continue
         total, count = 0.0, 0
         with torch.no_grad():
@@ -85,7 +86,7 @@ def evaluate(
     if not results:
         raise PermanentError(
             f"none of the {len(unusable)} checkpoint(s) could be evaluated: "
-            + "; ".join(f"{u['uri']}: {u['error']}" for u in unusable)
+            + "; ".join(u["error"] for u in unusable)
         )
     best = min(results, key=lambda r: (r["loss"], -r["step"]))
     return {

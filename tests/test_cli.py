@@ -16,15 +16,18 @@ from tests.conftest import REPO
 GANGWAY = [sys.executable, "-c", "from gangway.cli import main; main()"]
 
 
-def gangway(*args: str) -> subprocess.CompletedProcess[str]:
+def gangway(
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI as a user would (``env`` replaces the environment when given)."""
     return subprocess.run(
         [*GANGWAY, *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=cwd,
         timeout=600,
         check=False,
-        env={**os.environ, "COLUMNS": "120"},
+        env={**(os.environ if env is None else env), "COLUMNS": "160"},
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 from components import checkpoints
 from components.evaluation import evaluate
 from gangway import storage
-from gangway.errors import NotFoundError
+from gangway.errors import PermanentError
 from tests.conftest import run_module
 
 
@@ -53,7 +53,7 @@ def test_cli_writes_metrics_and_best(corpus_uri: str, trained: str, tmp_path: Pa
 def test_incomplete_checkpoint_is_refused(corpus_uri: str, tmp_path: Path) -> None:
     partial = f"file://{tmp_path}/ck/step-00000005"
     storage.write_bytes(storage.join(partial, "__0_0.distcp"), b"half")
-    with pytest.raises(NotFoundError, match="no complete checkpoint"):
+    with pytest.raises(PermanentError, match=r"none of the 1 checkpoint.*no complete checkpoint"):
         evaluate(corpus_uri, [partial])
 
 

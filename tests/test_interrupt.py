@@ -16,22 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import GANGWAY
+from tests.test_cli import GANGWAY, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
 STEPS = 120
-
-
-def _gangway(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*GANGWAY, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-        check=False,
-        env={**os.environ, "COLUMNS": "160"},
-    )
 
 
 def _trained_steps(state: Path) -> list[int]:
@@ -127,7 +115,7 @@ def test_ctrl_c_stops_everything_closes_the_books_and_retry_resumes(tmp_path: Pa
     train = [r for r in runs if r.data.tags.get("gangway.step") == "train"]
     assert [r.info.status for r in train] == ["KILLED"]
 
-    res = _gangway(project, "retry")
+    res = gangway("retry", cwd=project)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert f"retrying {name} (uid {uid}): 2 step(s) succeeded before" in res.stdout
     assert f"run:     file://{state}/storage/runs/{uid}" in res.stdout
@@ -147,10 +135,10 @@ def test_ctrl_c_stops_everything_closes_the_books_and_retry_resumes(tmp_path: Pa
     assert [r.info.status for r in runs if r.data.tags["gangway.kind"] == "workflow"] == [
         "FINISHED"
     ]
-    again = _gangway(project, "retry")
+    again = gangway("retry", cwd=project)
     assert again.returncode == 1 and "nothing to retry" in again.stderr
     # Beside a local run, `gangway lineage` finds its store by itself.
-    lineage = _gangway(project, "lineage", f"workflow:{name}")
+    lineage = gangway("lineage", f"workflow:{name}", cwd=project)
     assert lineage.returncode == 0, lineage.stderr
     assert "run train [KILLED]" in lineage.stdout and "run train [FINISHED]" in lineage.stdout
     print(f"stopped {stopped_in:.1f}s after SIGINT, at step {stopped_at}")

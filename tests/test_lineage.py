@@ -214,7 +214,9 @@ def test_two_runs_on_the_same_data_share_the_dataset_node(
 @pytest.mark.e2e
 def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) -> None:
     """Stop the tracking server once staging is recorded; bring it back once training is
-    done. Later steps send what was spooled; nothing is lost or doubled."""
+    done, so evaluation sends what was spooled; stop it again for inference and the end of the
+    run. The run still succeeds (exit 0) and says what to sync; the sync then closes the
+    parent run; nothing is lost or doubled."""
     db = tmp_path / "mlflow"
     db.mkdir()
     port = _free_port()
@@ -247,15 +249,26 @@ def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) 
         _wait_for(lambda: _spool_with(state, "train", synced=False, finished=True), proc)
         assert not list(spool.glob("*-train-*.json.synced")), "train was sent while MLflow was down"
         server = start_mlflow_server(db, port)
+        _wait_for(lambda: _spool_with(state, "evaluate", synced=True), proc)
+        stop_server(server)
         proc.wait(timeout=900)
-        assert proc.returncode == 0, (tmp_path / "run.log").read_text()[-3000:]
+        out = (tmp_path / "run.log").read_text()
+        assert proc.returncode == 0, out[-3000:]
+        assert "Succeeded" in out and "Traceback" not in out
+        warning = next(line for line in out.splitlines() if "not in MLflow yet" in line)
+        assert f"gangway lineage sync --spool file://{state}/storage/runs/" in warning
         logs = [p.read_text() for p in state.glob("runs/*/logs/**/*.log")]
         assert any("spooled at" in text for text in logs)  # steps said where lineage waited
         uid = spool.parent.name
+        server = start_mlflow_server(db, port)
+        res = gangway("lineage", "sync", "--spool", str(spool), "--tracking-uri", uri)
+        assert res.returncode == 0, res.stderr
+        assert "sent 2 record(s)" in res.stdout, res.stdout  # inference + the workflow's end
         runs = _step_runs(uri, uid)
         steps = [r for r in runs if r.data.tags["gangway.kind"] == "step"]
         assert Counter(r.data.tags["gangway.step"] for r in steps) == ONE_SHARD
-        assert sum(r.data.tags["gangway.kind"] == "workflow" for r in runs) == 1
+        (parent,) = [r for r in runs if r.data.tags["gangway.kind"] == "workflow"]
+        assert parent.info.status == "FINISHED" and parent.data.tags["gangway.phase"] == "Succeeded"
         train = next(r for r in steps if r.data.tags["gangway.step"] == "train")
         from mlflow.tracking import MlflowClient
 
@@ -269,7 +282,7 @@ def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) 
             "lineage", "sync", "--spool", f"file://{state}/storage", "--tracking-uri", uri
         )
         assert res.returncode == 0, res.stderr
-        assert "sent 5 record(s)" in res.stdout and "0 still pending" in res.stdout
+        assert "sent 6 record(s)" in res.stdout and "0 still pending" in res.stdout
         again = _step_runs(uri, uid)
         assert sorted(r.info.run_id for r in again) == sorted(r.info.run_id for r in runs)
         history2 = client.get_metric_history(train.info.run_id, "loss")
@@ -280,6 +293,27 @@ def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) 
         if proc.poll() is None:
             proc.kill()
         stop_server(server)
+
+
+@pytest.mark.e2e
+def test_sync_into_another_store_sends_everything_and_registers_the_model(
+    two_runs: tuple[Path, Run, Run], tmp_path: Path
+) -> None:
+    """A spool synced to one store is sent whole to another (what a store has is tracked per
+    store), and registering a model version works from the CLI too (MLflow resolves the
+    ``models:/`` source through the process-wide URI, which sync points at the target)."""
+    state, first, _ = two_runs
+    spool = f"file://{state}/storage/runs/{first.uid}/lineage"
+    other = f"sqlite:///{tmp_path}/other.db"
+    env_free = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    res = gangway(
+        "lineage", "sync", "--spool", spool, "--tracking-uri", other, cwd=tmp_path, env=env_free
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "sent 7 record(s)" in res.stdout and "0 still pending" in res.stdout
+    versions = _client(other).search_model_versions("name = 'train-eval-infer'")
+    assert len(versions) == 1
+    _assert_complete(_lineage(other, f"workflow:{first.uid}"), first.uid)
 
 
 def _spool_with(state: Path, step: str, *, synced: bool, finished: bool = False) -> Path | None:

@@ -146,7 +146,7 @@ class StepTracker:
             self._import.join()
         report: SyncReport | None = None
         try:
-            report = sync(self.spool, self.uri)
+            report = sync(self.spool, self.uri, always={self.record.key})
             error = report.error
         except Exception as e:  # lineage must never fail the step it describes
             error = f"{type(e).__name__}: {e}"

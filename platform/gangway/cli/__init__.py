@@ -51,3 +51,6 @@ def main() -> None:
     except GangwayError as e:
         typer.secho(f"error: {e}", fg="red", err=True)
         sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        typer.secho("interrupted", fg="red", err=True)
+        sys.exit(130)

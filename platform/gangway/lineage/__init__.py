@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,12 +32,19 @@ class SyncReport:
     error: str | None = None
 
 
-def sync(spool: Spool, tracking_uri: str) -> SyncReport:
+def sync(spool: Spool, tracking_uri: str, *, always: Collection[str] = ()) -> SyncReport:
     """Replay every record of ``spool`` MLflow lacks, oldest first; stops at the first failure
     (the server is down: the rest stays spooled for the next step or ``gangway lineage sync``).
+
+    Records whose key is in ``always`` are replayed even when marked sent (idempotent), so a
+    step learns its own run id even if a concurrent step sent its record first.
     """
     report = SyncReport()
     todo = spool.pending(tracking_uri)
+    keys = {r.key for r in todo}
+    if set(always) - keys:
+        extra = [r for r, _ in spool.records() if r.key in always and r.key not in keys]
+        todo = sorted([*todo, *extra], key=lambda r: (r.start_ms, r.key))
     if not todo:
         return report
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")

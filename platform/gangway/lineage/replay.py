@@ -77,7 +77,6 @@ def _runs(client: Any, exp_id: str, query: str) -> list[str]:
 
 def ensure_parent(client: Any, exp_id: str, wf: WorkflowInfo) -> str:
     """The workflow's parent run, tagged with where and what ran."""
-    from mlflow.entities import Param
 
     def delete(run_id: str, keep: str) -> None:
         for child in _runs(client, exp_id, f"tags.`mlflow.parentRunId` = '{run_id}'"):
@@ -104,10 +103,26 @@ def ensure_parent(client: Any, exp_id: str, wf: WorkflowInfo) -> str:
         )
 
     parent = _ensure(find, create, delete)
-    params = [Param(k, v[:6000]) for k, v in sorted(wf.parameters.items())]
-    for chunk in _chunks(params, 100):
-        client.log_batch(parent, params=list(chunk))
+    _log_params(client, parent, wf.parameters)
     return parent
+
+
+def _log_params(client: Any, run_id: str, params: dict[str, str]) -> None:
+    """Log the params the run lacks. Params are write-once in MLflow, and two replays of the
+    same record (two steps syncing at once) can race to insert them: the loser's error is
+    harmless when the run now has every value."""
+    from mlflow.entities import Param
+
+    want = {k: v[:6000] for k, v in params.items()}
+    have = client.get_run(run_id).data.params
+    missing = [Param(k, v) for k, v in sorted(want.items()) if k not in have]
+    try:
+        for chunk in _chunks(missing, 100):
+            client.log_batch(run_id, params=list(chunk))
+    except Exception:
+        have = client.get_run(run_id).data.params
+        if any(have.get(k) != v for k, v in want.items()):
+            raise
 
 
 def ensure_checkpoint(client: Any, exp_id: str, ck: CheckpointRef, training_run: str | None) -> str:
@@ -228,7 +243,6 @@ def replay(
         LoggedModelInput,
         LoggedModelOutput,
         Metric,
-        Param,
         RunTag,
     )
 
@@ -268,11 +282,9 @@ def replay(
         version = _model_version_of(client, uri)
         if version:
             tags[f"{T}.model_version"] = version
-    params = [Param(k, v[:6000]) for k, v in sorted(rec.params.items())]
     for chunk in _chunks(metrics, 1000):
         client.log_batch(run_id, metrics=list(chunk))
-    for chunk in _chunks(params, 100):
-        client.log_batch(run_id, params=list(chunk))
+    _log_params(client, run_id, rec.params)
     tag_list = [RunTag(k, v[:8000]) for k, v in sorted(tags.items())]
     for chunk in _chunks(tag_list, 100):
         client.log_batch(run_id, tags=list(chunk))

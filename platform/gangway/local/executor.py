@@ -234,9 +234,9 @@ class LocalExecutor:
                 continue
             try:
                 self.phases[name] = self._run_task(by_name[name])
-            except GangwayError as e:  # found mid-run: end the run, say where
+            except Exception as e:  # found mid-run (or a bug): end the run, say where
                 self.phases[name] = "Error"
-                error = str(e)
+                error = str(e) if isinstance(e, GangwayError) else self._internal(e)
                 template = str(by_name[name]["template"])
                 self._record(NodeResult(name, name, template, "Error", message=error))
             failed = self.phases[name] not in ("Succeeded", "Skipped")
@@ -259,6 +259,15 @@ class LocalExecutor:
             error=error,
             survivors=survivors,
         )
+
+    def _internal(self, e: Exception) -> str:
+        """An unexpected error: the traceback goes to a file, the run ends with one line."""
+        import traceback
+
+        path = self.root / "executor-error.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(traceback.format_exception(e)))
+        return f"internal error: {type(e).__name__}: {e} (traceback in {path})"
 
     def _deps(self, task: Mapping[str, Any]) -> dict[str, set[str]]:
         if task.get("depends"):
@@ -447,6 +456,8 @@ class LocalExecutor:
             argv[0] = sys.executable
         argv = [_map_scratch(a, scratch) for a in argv]
         env = dict(self.base_env)
+        # Side-by-side steps share the cores, as pods share a node: one OpenMP pool each.
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.parallelism)))
         for e in c.get("env") or []:
             if "valueFrom" in e:
                 raise UnsupportedConstruct(f"{where}: env {e['name']} uses valueFrom")

@@ -1,0 +1,209 @@
+"""Every user mistake ends in one clear line that names what to fix — no traceback, no wrong
+exit code, no silent success. One scenario per mistake, each reproduced as a user makes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from components import checkpoints
+from components.evaluation import evaluate
+from gangway import storage
+from gangway.errors import PermanentError
+from gangway.lineage.records import StepRecord, WorkflowInfo
+from gangway.lineage.spool import Spool
+from gangway.local._gang import error_summary
+from tests.conftest import REPO
+from tests.test_cli import gangway
+
+PIPELINE = "pipelines/train_eval_infer.py"
+
+
+def _one_clear_line(res: subprocess.CompletedProcess[str], *words: str, code: int = 1) -> None:
+    assert res.returncode == code, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "Traceback" not in res.stdout + res.stderr
+    assert 'File "' not in res.stdout + res.stderr
+    for w in words:
+        assert w in res.stdout + res.stderr, res.stdout[-2000:] + res.stderr[-2000:]
+
+
+def test_misspelt_step_module_is_a_compile_error(tmp_path: Path) -> None:
+    src = (
+        (REPO / PIPELINE)
+        .read_text()
+        .replace('module="components.training"', 'module="components.trainin"')
+    )
+    typo = tmp_path / "typo.py"
+    typo.write_text(src)
+    for args in (["compile"], ["run", "--state-dir", str(tmp_path / "s")]):
+        res = gangway(*args, str(typo))
+        _one_clear_line(res, "step 'train'", "did you mean 'components.training'?")
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param("0", "a gang needs at least 1 pod", id="zero-nodes"),
+        pytest.param("-1", "spec.tasks[1].replicas", id="negative-nodes"),
+    ],
+)
+def test_bad_gang_size_is_refused_before_running(tmp_path: Path, value: str, message: str) -> None:
+    res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), "-p", f"nodes={value}")
+    _one_clear_line(res, "-p nodes: ", message, "nothing was run")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--nproc-per-node=0"], "--nproc-per-node='0'", id="zero-procs"),
+        pytest.param(["--nproc-per-node=abc"], "--nproc-per-node='abc'", id="word-procs"),
+        pytest.param(["--nnodes=0"], "--nnodes='0'", id="zero-pods"),
+    ],
+)
+def test_gang_settings_inside_the_launcher_are_permanent(args: list[str], message: str) -> None:
+    """torchrun would assert, which used to read as a lost peer (75) and restart the gang."""
+    res = subprocess.run(
+        [sys.executable, "-m", "components.launch", *args, "-m", "components.training"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    _one_clear_line(res, "gang settings are invalid", message)
+
+
+def test_quote_in_a_value_is_one_line_not_a_yaml_traceback(tmp_path: Path) -> None:
+    res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), "-p", "model=ti'ny")
+    _one_clear_line(res, "-p model: ", "would change the manifest's structure")
+
+
+@pytest.mark.e2e
+def test_unwritable_storage_root_names_the_path(tmp_path: Path) -> None:
+    res = gangway(
+        "run",
+        PIPELINE,
+        "--state-dir",
+        str(tmp_path),
+        "-p",
+        "storage-root=file:///proc/nope",
+        "-p",
+        "mlflow-tracking-uri=",
+    )
+    _one_clear_line(res, "stage failed", "cannot write file:///proc/nope/", "check the path")
+
+
+@pytest.mark.e2e
+def test_non_integer_train_steps_names_the_setting_without_a_traceback(tmp_path: Path) -> None:
+    res = gangway(
+        "run",
+        PIPELINE,
+        "--state-dir",
+        str(tmp_path),
+        "-p",
+        "train-steps=abc",
+        "-p",
+        "shards=1",
+        "-p",
+        "mlflow-tracking-uri=",
+    )
+    _one_clear_line(res, "train failed", "steps: Input should be a valid integer", "AbortJob")
+    assert "restart" not in res.stdout  # permanent: the gang is not restarted
+
+
+def test_error_summary_keeps_the_items_and_drops_a_following_traceback() -> None:
+    log = [
+        "error: training config is invalid:",
+        "  steps: Input should be a valid integer (got 'abc')",
+        "fix these settings and re-run",
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+    ]
+    assert error_summary(log) == (
+        "error: training config is invalid: steps: Input should be a valid integer (got 'abc')"
+    )
+    assert error_summary(["error: training config is invalid:", '  File "x", line 1']) == (
+        "error: training config is invalid:"
+    )
+
+
+def test_ls_on_nothing_fails_and_on_a_file_lists_it(tmp_path: Path) -> None:
+    _one_clear_line(gangway("ls", str(tmp_path / "missing")), "nothing there")
+    (tmp_path / "f.txt").write_text("hello")
+    res = gangway("ls", str(tmp_path / "f.txt"))
+    assert res.returncode == 0, res.stderr
+    assert "1 object, 5 B; no manifest" in res.stdout
+
+
+def test_lineage_reading_never_creates_a_store(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    res = gangway("lineage", "workflow:x", "--tracking-uri", f"sqlite:///{db}")
+    _one_clear_line(res, "no MLflow store there")
+    assert not db.exists()
+
+
+def test_lineage_against_an_unreachable_server_fails_in_seconds() -> None:
+    t0 = time.monotonic()
+    res = gangway("lineage", "workflow:x", "--tracking-uri", "http://127.0.0.1:9")
+    _one_clear_line(res, "cannot reach MLflow at http://127.0.0.1:9", code=75)
+    assert time.monotonic() - t0 < 20
+
+
+def test_lineage_without_a_store_says_where_it_looked(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    res = gangway("lineage", "workflow:x", cwd=tmp_path, env=env)
+    _one_clear_line(res, "none in .gangway", "--tracking-uri")
+
+
+def test_spool_record_missing_fields_is_reported_not_defaulted(tmp_path: Path) -> None:
+    spool = Spool(str(tmp_path / "spool"))
+    good = StepRecord(workflow=WorkflowInfo(pipeline="p", name="w", uid="u"), step="stage")
+    spool.write(good)
+    (tmp_path / "spool" / "0000000000001-stage-bad.json").write_text('{"step": "stage"}')
+    (tmp_path / "spool" / "0000000000002-stage-junk.json").write_text("[1, 2")
+    assert [r.key for r, _ in spool.records()] == [good.key]
+    assert sorted(Path(u).name for u in spool.bad) == [
+        "0000000000001-stage-bad.json",
+        "0000000000002-stage-junk.json",
+    ]
+    assert "missing field(s) key, rev, start_ms, status, version, workflow" in str(spool.bad)
+    res = gangway(
+        "lineage",
+        "sync",
+        "--spool",
+        str(tmp_path / "spool"),
+        "--tracking-uri",
+        f"sqlite:///{tmp_path}/mlflow.db",
+    )
+    _one_clear_line(res, "2 spooled record(s) are unreadable", "sent 1 record(s)")
+
+
+def test_one_corrupt_checkpoint_is_skipped_by_name(
+    corpus_uri: str, trained: str, tmp_path: Path
+) -> None:
+    import shutil
+
+    root = tmp_path / "ck"
+    shutil.copytree(storage.parse(trained).path, root)
+    uris = [c.uri for c in checkpoints.complete(f"file://{root}")]
+    bad = storage.parse(uris[1]).path
+    victim = next(p for p in sorted(bad.iterdir()) if p.suffix == ".distcp")
+    victim.write_bytes(b"\0" * victim.stat().st_size)
+    m = evaluate(corpus_uri, uris, max_tokens=4096, cache_dir=tmp_path / "cache")
+    assert [r["step"] for r in m["checkpoints"]] == [10, 30]
+    assert [u["uri"] for u in m["unusable"]] == [uris[1]]
+    assert "not matching the manifest's sha256" in m["unusable"][0]["error"]
+    for uri in (uris[0], uris[2]):
+        victim = next(p for p in sorted(storage.parse(uri).path.iterdir()) if p.suffix == ".distcp")
+        victim.write_bytes(b"\0")
+    with pytest.raises(PermanentError, match="none of the 3 checkpoint"):
+        evaluate(corpus_uri, uris, max_tokens=4096, cache_dir=tmp_path / "cache2")
+    metrics = json.dumps(m)
+    assert "step-00000020" in metrics
