@@ -28,7 +28,14 @@ def main_wrapper(main: Callable[[Sequence[str] | None], int | None]) -> Callable
             print("interrupted", file=sys.stderr)
             code = 130
         finally:
-            _report_exit(code)
+            reported = _report_exit(code)
+        if reported:
+            # A rank under the launcher leaves at once: tearing down the interpreter can
+            # deadlock in the gloo process group's destructor (its worker thread waits for the
+            # GIL the destructor holds), leaving the pod running forever. Everything is written.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
         sys.exit(code)
 
     return run
@@ -60,9 +67,12 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
 EXIT_DIR_ENV = "GANGWAY_EXIT_DIR"
 
 
-def _report_exit(code: int) -> None:
-    """Under ``components.launch``, tell the launcher how this rank ended (its exit code)."""
+def _report_exit(code: int) -> bool:
+    """Under ``components.launch``, tell the launcher how this rank ended (its exit code);
+    True when it was told."""
     exit_dir = os.environ.get(EXIT_DIR_ENV)
-    if exit_dir:
-        rank = os.environ.get("RANK", "0")
-        Path(exit_dir, f"rank-{rank}").write_text(str(code))
+    if not exit_dir:
+        return False
+    rank = os.environ.get("RANK", "0")
+    Path(exit_dir, f"rank-{rank}").write_text(str(code))
+    return True

@@ -6,6 +6,7 @@ import contextlib
 import json
 import shlex
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -166,6 +167,7 @@ def _execute(run: LocalRun, parallelism: int, grace: float) -> None:
 
     done: list[NodeResult] = []
     running: dict[str, NodeResult] = {}
+    lock = threading.Lock()  # events come from step threads, the view from rich's refresher
     t0 = time.monotonic()
     ex = executor(run, parallelism=parallelism, grace=grace)
 
@@ -173,14 +175,17 @@ def _execute(run: LocalRun, parallelism: int, grace: float) -> None:
         title = f"{run.name}  ({time.monotonic() - t0:.0f}s)"
         if ex.procs.stopping is not None:
             title += f"  stopping ({signal.Signals(ex.procs.stopping).name}): Ctrl-C again kills"
-        return _table([*done, *running.values()], title)
+        with lock:
+            nodes = [*done, *running.values()]
+        return _table(nodes, title)
 
     def event(node: NodeResult) -> None:
-        if node.phase in ("Running", "Pending"):
-            running[node.name] = node
-        else:
-            running.pop(node.name, None)
-            done.append(node)
+        with lock:
+            if node.phase in ("Running", "Pending"):
+                running[node.name] = node
+            else:
+                running.pop(node.name, None)
+                done.append(node)
 
     ex.on_event = _chain(ex.on_event, event)
     with (

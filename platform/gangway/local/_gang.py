@@ -167,6 +167,9 @@ def run_volcano_job(
             action, reason, codes = _watch(pods, tasks, job_policies, procs)
         except Stopped as e:
             action, reason, codes = "AbortJob", str(e), {}
+        except BaseException:  # the caller is going away: leave no pod behind
+            _stop(pods, procs, grace=0)
+            raise
         _stop(pods, procs, grace)
         reason += _first_error(log_dir, [name for name, c in codes.items() if c != 0])
         if action == "CompleteJob":

@@ -52,7 +52,8 @@ class ProcessGroups:
         self.stopping: int | None = None
         """The signal the run is stopping on (None while it runs)."""
         self._procs: dict[int, tuple[subprocess.Popen[bytes], str]] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: a signal handler (stop) may run on the thread that is inside start().
+        self._lock = threading.RLock()
         self._count = 0
         self._timer: threading.Timer | None = None
 
@@ -72,6 +73,8 @@ class ProcessGroups:
                 list(argv), env={**env, PROC_ENV: tag}, process_group=0, **popen
             )
             self._procs[proc.pid] = (proc, tag)
+            if self.stopping is not None:  # a stop arrived while it was starting
+                self.signal(proc, signal.SIGTERM)
             return proc
 
     def signal(self, proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -234,7 +234,11 @@ class LocalExecutor:
                 continue
             try:
                 self.phases[name] = self._run_task(by_name[name])
-            except Exception as e:  # found mid-run (or a bug): end the run, say where
+            except BaseException as e:
+                if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: no survivors
+                    self.procs.kill_all()
+                    raise
+                # found mid-run (or a bug): end the run, say where
                 self.phases[name] = "Error"
                 error = str(e) if isinstance(e, GangwayError) else self._internal(e)
                 template = str(by_name[name]["template"])
