@@ -187,8 +187,8 @@ def test_lineage_cli_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.Mon
     assert res.returncode == 1 and "sync needs --spool" in res.stderr
     res = gangway("lineage", "sync", "--spool", f"file://{tmp_path}/none", "--tracking-uri", uri)
     assert res.returncode == 1 and "no lineage records under" in res.stderr
-    res = gangway("lineage", "model:x/1")
-    assert res.returncode == 1 and "no tracking store: pass --tracking-uri" in res.stderr
+    res = gangway("lineage", "model:x/1", "--state-dir", str(tmp_path / "empty"))
+    assert res.returncode == 1 and "no tracking store: none in " in res.stderr
     res = gangway("lineage", "thing", "--tracking-uri", uri)
     assert res.returncode == 1 and "say what to look up as model:NAME/VERSION" in res.stderr
     assert "Traceback" not in res.stderr

@@ -166,6 +166,12 @@ def test_a_state_dir_with_a_hash_is_refused_before_anything_runs(tmp_path: Path)
     assert res.returncode == 1
     assert "--state-dir" in res.stderr and "'#' is not allowed" in res.stderr
     assert not (tmp_path / "run").exists() and not (tmp_path / "run#2" / "storage").exists()
+    res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), "-p", "storage-root=s3://b/r")
+    assert res.returncode == 1
+    assert "-p storage-root: " in res.stderr and "not a valid S3 bucket name" in res.stderr
+    res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), "-p", "storage-root=/x/r#2")
+    assert "-p storage-root: " in res.stderr and "'#' is not allowed" in res.stderr
+    assert not list(tmp_path.glob("runs/*/logs"))
 
 
 def test_values_refusal_lists_every_bad_value_at_once(template: dict[str, Any]) -> None:

@@ -51,6 +51,10 @@ def lineage_cmd(
     `gangway lineage sync --spool URI` replays lineage that steps spooled while MLflow was
     unreachable; it is idempotent, so running it twice adds nothing.
     """
+    if ref != "sync":
+        from gangway.lineage.query import parse_ref
+
+        parse_ref(ref)  # a typo is reported before any store is looked for
     tracking_uri = tracking_uri or _local_store(state_dir)
     check_reachable(tracking_uri, create=ref == "sync")
     if ref == "sync":

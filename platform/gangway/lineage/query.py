@@ -22,7 +22,7 @@ from gangway.lineage.graph import (
 )
 from gangway.lineage.records import T, mlflow_digest
 
-__all__ = ["load_snapshot", "resolve"]
+__all__ = ["load_snapshot", "parse_ref", "resolve"]
 
 KINDS = ("model", "run", "workflow", "dataset")
 
@@ -81,14 +81,20 @@ def load_snapshot(client: Any) -> Snapshot:
     return Snapshot(runs, checkpoints, versions)
 
 
-def resolve(g: Graph, ref: str) -> tuple[Graph, str]:
-    """The graph to walk and the node ``ref`` names; a clear error when it names nothing."""
+def parse_ref(ref: str) -> tuple[str, str]:
+    """``kind:value`` of a lineage reference, or a clear error saying what to write."""
     kind, _, value = ref.partition(":")
     if kind not in KINDS or not value:
         raise PermanentError(
             f"{ref!r}: say what to look up as model:NAME/VERSION, run:ID, workflow:NAME or "
             "dataset:DIGEST"
         )
+    return kind, value
+
+
+def resolve(g: Graph, ref: str) -> tuple[Graph, str]:
+    """The graph to walk and the node ``ref`` names; a clear error when it names nothing."""
+    kind, value = parse_ref(ref)
     if kind == "run":
         node = f"run:{value}"
         if node in g.nodes:

@@ -103,6 +103,13 @@ def prepare_run(pipeline: Path, values: Mapping[str, str], state_dir: Path) -> L
     derived = {k: v for k, v in local_defaults(state_dir, declared).items() if k not in values}
     derived.update(provenance_params(pipeline, declared, values, cluster="local"))
     overrides = {**derived, **values}
+    if "storage-root" in values:  # every step writes under it: a bad URI fails here, not later
+        from gangway import storage
+
+        try:
+            storage.parse(values["storage-root"])
+        except PermanentError as e:
+            raise PermanentError(f"-p storage-root: {e}") from None
     sources = {k: "--state-dir" for k in derived if k in ("storage-root", "mlflow-tracking-uri")}
     refuse_bad_values(manifest, overrides, CrdSchemas.from_env(), sources)
     workflow = workflow_from_template(manifest, overrides)
