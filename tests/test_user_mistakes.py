@@ -207,3 +207,106 @@ def test_one_corrupt_checkpoint_is_skipped_by_name(
         evaluate(corpus_uri, uris, max_tokens=4096, cache_dir=tmp_path / "cache2")
     metrics = json.dumps(m)
     assert "step-00000020" in metrics
+
+
+def test_a_parameter_given_twice_is_refused(tmp_path: Path) -> None:
+    res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), "-p", "nodes=0", "-p", "nodes=3")
+    _one_clear_line(res, "-p nodes is given twice ('0' and '3')")
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "message"),
+    [
+        pytest.param("run.json", b"\xff\xfe", "Invalid JSON", id="run-not-utf8"),
+        pytest.param("run.json", b'{"workflow": "x", "pipeline": "p"}', "workflow", id="run-shape"),
+        pytest.param(
+            "run.json", b'{"workflow": {}, "pipeline": "p"}', "needs a name and a uid", id="no-uid"
+        ),
+        pytest.param("nodes.json", b'{"phase": "Failed", "nodes": "x"}', "nodes", id="nodes-shape"),
+        pytest.param("nodes.json", b'{"phase": "Failed", "nodes": [{}]}', "name", id="node-fields"),
+    ],
+)
+def test_retry_of_a_damaged_run_record_says_which_file(
+    tmp_path: Path, file: str, content: bytes, message: str
+) -> None:
+    from gangway.local.runs import prepare_run
+    from gangway.local.state import save_nodes
+
+    run = prepare_run(REPO / PIPELINE, {}, tmp_path)
+    save_nodes(tmp_path, run.name, [], "Failed")
+    (tmp_path / "runs" / run.name / file).write_bytes(content)
+    res = gangway("retry", "--state-dir", str(tmp_path))
+    _one_clear_line(res, f"{file}: unreadable run state", message, "cannot be retried")
+
+
+def test_a_second_run_of_the_same_workflow_is_refused_and_leftovers_are_killed(
+    tmp_path: Path,
+) -> None:
+    """The lock is the kernel's (gone with its process); what a killed gangway left running
+    (found by the uid in GANGWAY_PROC) is killed before a retry starts."""
+    from gangway.local._processes import PROC_ENV
+    from gangway.local.runs import hold, prepare_run
+
+    run = prepare_run(REPO / PIPELINE, {}, tmp_path)
+    orphan = subprocess.Popen(
+        ["sleep", "300"], env={**os.environ, PROC_ENV: f"{run.saved.uid}.abc123.1"}
+    )
+    try:
+        with hold(run) as leftovers:
+            assert leftovers == [orphan.pid]
+            assert orphan.wait(timeout=10) == -9
+            busy = pytest.raises(PermanentError, match=f"{run.name} is already running here")
+            with busy, hold(run):
+                pass
+        with hold(run) as again:  # released
+            assert again == []
+    finally:
+        orphan.kill()
+
+
+def test_relative_locations_are_made_absolute_once(tmp_path: Path) -> None:
+    """Each step runs in its own scratch directory: a relative storage root or sqlite store
+    would name a different place in each (and did)."""
+    from gangway.local.runs import absolute_locations
+
+    got = absolute_locations(
+        {"storage-root": "rel/store", "mlflow-tracking-uri": "sqlite:///rel.db", "x": "y"}
+    )
+    assert got["storage-root"] == f"file://{Path.cwd()}/rel/store"
+    assert got["mlflow-tracking-uri"] == f"sqlite:///{Path.cwd()}/rel.db"
+    assert got["x"] == "y"
+    with pytest.raises(PermanentError, match="-p storage-root: 'file:/x': a URI needs '://'"):
+        absolute_locations({"storage-root": "file:/x"})
+
+
+def test_a_percent_in_the_state_dir_stays_literal_for_mlflow(tmp_path: Path) -> None:
+    from gangway.lineage import sqlite_path
+    from gangway.local.runs import local_defaults
+
+    uri = local_defaults(tmp_path / "pct%20x", {"mlflow-tracking-uri"})["mlflow-tracking-uri"]
+    assert uri.endswith("/pct%2520x/mlflow.db")
+    assert sqlite_path(uri) == tmp_path / "pct%20x" / "mlflow.db"
+
+
+def test_lineage_never_writes_into_a_database_that_is_not_mlflow(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "other.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("create table notes(x)")
+    before = db.read_bytes()
+    res = gangway("lineage", "model:x/1", "--tracking-uri", f"sqlite:///{db}")
+    _one_clear_line(res, "is not an MLflow store")
+    assert db.read_bytes() == before
+
+
+def test_ls_skips_dangling_links_and_names_a_bad_endpoint(tmp_path: Path) -> None:
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.txt").write_text("a")
+    (tmp_path / "d" / "sub" / "dangling").symlink_to(tmp_path / "nowhere")
+    res = gangway("ls", str(tmp_path / "d"))
+    assert res.returncode == 0, res.stderr
+    assert "a.txt" in res.stdout and "dangling" not in res.stdout
+    env = {**os.environ, "AWS_ENDPOINT_URL": "not-a-url", "AWS_ACCESS_KEY_ID": "x"}
+    env["AWS_SECRET_ACCESS_KEY"] = "y"
+    _one_clear_line(gangway("ls", "s3://my-bucket/x", env=env), "check AWS_ENDPOINT_URL")

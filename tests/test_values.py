@@ -54,6 +54,14 @@ def template() -> dict[str, Any]:
         pytest.param(
             "storage-root", "file:///x'\n  y: 'z", "would change the manifest's", id="storage-root"
         ),
+        pytest.param(
+            "model", "{{workflow.parameters.source}}", "contains '{{'", id="nested-placeholder"
+        ),
+        pytest.param("model", '{{=sprig.b64dec("eCc=")}}', "contains '{{'", id="nested-expression"),
+        pytest.param("nodes", "2.9", "asInt('2.9'): not an integer", id="fractional-pods"),
+        pytest.param("nodes", "\u0662", "not an integer", id="non-ascii-digit"),
+        pytest.param("nodes", "1_0", "not an integer", id="underscore-digits"),
+        pytest.param("gpus-per-node", "-1", "cannot be negative", id="negative-gpus"),
     ],
 )
 def test_a_bad_value_is_refused_naming_its_parameter(

@@ -122,6 +122,9 @@ class StepTracker:
         if self.enabled:
             self._import = threading.Thread(target=_import_mlflow, daemon=True)
             self._import.start()
+            # Spooled at once: an attempt killed outright is still recorded (closed as KILLED
+            # when a later attempt or the end of the workflow is seen).
+            self.save()
         return self
 
     def __exit__(

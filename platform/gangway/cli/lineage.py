@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -10,6 +11,7 @@ import typer
 
 from gangway.cli._output import console, err_console
 from gangway.errors import NotFoundError, PermanentError, TransientError
+from gangway.lineage import sqlite_path, sqlite_uri
 
 __all__ = ["lineage_cmd"]
 
@@ -91,7 +93,7 @@ def _local_store(state_dir: Path) -> str:
             "sqlite:///PATH/mlflow.db) or --state-dir of a local run"
         )
     newest = max(found, key=lambda f: f.stat().st_mtime)
-    uri = f"sqlite:///{newest.resolve()}"
+    uri = sqlite_uri(newest.resolve())
     err_console.print(f"using the local MLflow store {uri}", highlight=False, soft_wrap=True)
     return uri
 
@@ -104,10 +106,15 @@ def check_reachable(uri: str, *, create: bool = False, timeout: float = 5.0) -> 
     import urllib.error
     import urllib.request
 
-    if uri.startswith("sqlite:///"):
-        path = Path(uri.removeprefix("sqlite:///"))
+    path = sqlite_path(uri)
+    if path is not None:
         if not create and not path.is_file():
             raise NotFoundError(f"{uri}: no MLflow store there (no such file); check the path")
+        if path.is_file() and not _is_mlflow_db(path):
+            raise PermanentError(
+                f"{uri}: {path} is not an MLflow store (no MLflow tables); check the path — "
+                "Gangway does not add tables to another database"
+            )
         return
     if not uri.startswith(("http://", "https://")):
         return
@@ -116,14 +123,33 @@ def check_reachable(uri: str, *, create: bool = False, timeout: float = 5.0) -> 
     try:
         with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout):
             return
-    except urllib.error.HTTPError:
-        return  # it answered (a proxy may not serve /health); MLflow will say more
+    except urllib.error.HTTPError as e:
+        if e.code == 404:  # an MLflow server serves /health: this is something else
+            raise PermanentError(
+                f"{uri} is not an MLflow tracking server (it answered /health with 404); "
+                "check --tracking-uri or MLFLOW_TRACKING_URI"
+            ) from None
+        return  # it answered (an auth proxy, say); MLflow will say more
     except (OSError, ValueError) as e:
         reason = getattr(e, "reason", e)
         raise TransientError(
             f"cannot reach MLflow at {uri} ({reason}); is the server running? "
             "Check --tracking-uri or MLFLOW_TRACKING_URI"
         ) from None
+
+
+def _is_mlflow_db(path: Path) -> bool:
+    """Read-only look at a sqlite file: does it hold MLflow's tables?"""
+    import sqlite3
+
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ) as db:
+            names = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+    except sqlite3.Error:
+        return False
+    return {"alembic_version", "runs", "experiments"} <= names
 
 
 def _sync(tracking_uri: str, spools: list[str]) -> None:

@@ -49,11 +49,13 @@ def compile_cmd(
 
 
 def _params(items: list[str] | None) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for item in items or []:
         k, sep, v = item.partition("=")
         if not sep or not k:
             raise PermanentError(f"-p {item!r}: expected name=value, e.g. -p train-steps=100")
+        if k in out and out[k] != v:
+            raise PermanentError(f"-p {k} is given twice ({out[k]!r} and {v!r}); give it once")
         out[k] = v
     return out
 
@@ -104,6 +106,7 @@ GraceOpt = Annotated[
     typer.Option(
         "--grace-period",
         min=0,
+        max=3600,
         help="on Ctrl-C/SIGTERM: seconds a step has to save and exit before it is killed",
     ),
 ]
@@ -147,23 +150,44 @@ def retry_cmd(
     Steps that succeeded are not run again (their recorded outputs are used); failed and
     interrupted steps run again, and training resumes from its newest checkpoint.
     """
-    from gangway.local.runs import reopen_run, resume_run
+    from gangway.local.runs import resume_run
 
     run = resume_run(state_dir, workflow)
-    kept = sum(n.phase == "Succeeded" for n in run.previous.values())
-    console.print(
-        f"retrying {run.name} (uid {run.saved.uid}): {kept} step(s) succeeded before and are kept",
-        highlight=False,
-    )
-    state = reopen_run(run)
-    if state is not None and state.error:
-        err_console.print(f"[yellow]warning: MLflow not told of the retry yet: {state.error}[/]")
-    _execute(run, parallelism, grace)
+    _execute(run, parallelism, grace, retry=True)
 
 
-def _execute(run: LocalRun, parallelism: int, grace: float) -> None:
-    """Run with a live table; Ctrl-C/SIGTERM stop the run (a second one kills at once)."""
-    from gangway.local.runs import close_run, executor
+def _execute(run: LocalRun, parallelism: int, grace: float, *, retry: bool = False) -> None:
+    """Run alone (a second run of the same workflow is refused), with a live table; a stop
+    signal stops the run (a second one kills at once); then record its end and report."""
+    from gangway.local.runs import close_run, hold, reopen_run
+
+    with hold(run) as leftovers:
+        if leftovers:
+            err_console.print(
+                f"[yellow]killed {len(leftovers)} process(es) an earlier attempt of {run.name} "
+                "left running (its gangway was killed outright)[/]"
+            )
+        if retry:
+            kept = sum(n.phase == "Succeeded" for n in run.previous.values())
+            console.print(
+                f"retrying {run.name} (uid {run.saved.uid}): {kept} step(s) succeeded before "
+                "and are kept",
+                highlight=False,
+            )
+            state = reopen_run(run)
+            if state is not None and state.error:
+                err_console.print(
+                    f"[yellow]warning: MLflow not told of the retry yet: {state.error}[/]"
+                )
+        result = _live_run(run, parallelism, grace)
+        with _forward_signals(_Closing()):
+            state = close_run(run, result)
+            _report(run, result, state)
+
+
+def _live_run(run: LocalRun, parallelism: int, grace: float) -> RunResult:
+    """Execute ``run`` with the live table; the stop signals go to the executor."""
+    from gangway.local.runs import executor
 
     done: list[NodeResult] = []
     running: dict[str, NodeResult] = {}
@@ -192,9 +216,7 @@ def _execute(run: LocalRun, parallelism: int, grace: float) -> None:
         Live(get_renderable=view, console=console, refresh_per_second=4, transient=True),
         _forward_signals(ex.interrupt),
     ):
-        result = ex.run()
-    state = close_run(run, result)
-    _report(run, result, state)
+        return ex.run()
 
 
 def _chain(*fns: Callable[[NodeResult], None]) -> Callable[[NodeResult], None]:
@@ -205,18 +227,33 @@ def _chain(*fns: Callable[[NodeResult], None]) -> Callable[[NodeResult], None]:
     return both
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Ctrl-C, a kill, a closed terminal or a dropped ssh session: each stops the run cleanly."""
+
+
 @contextlib.contextmanager
 def _forward_signals(handler: Callable[[int], None]) -> Iterator[None]:
-    """SIGINT and SIGTERM stop the run instead of killing this process."""
-    previous = {
-        sig: signal.signal(sig, lambda signum, frame: handler(signum))
-        for sig in (signal.SIGINT, signal.SIGTERM)
-    }
+    """The stop signals stop the run instead of killing this process."""
+    previous = {sig: signal.signal(sig, lambda n, frame: handler(n)) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+class _Closing:
+    """While the run's end is recorded: a first stop signal waits for it (a few seconds at
+    most), a second one quits at once."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def __call__(self, sig: int) -> None:
+        if self.signal is not None:
+            raise KeyboardInterrupt
+        self.signal = sig
+        err_console.print("[yellow]recording the run's end; a second signal quits at once[/]")
 
 
 def _report(run: LocalRun, result: RunResult, state: WorkflowState | None) -> None:

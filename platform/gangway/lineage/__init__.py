@@ -11,11 +11,25 @@ import tempfile
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from gangway.lineage.records import StepRecord
 from gangway.lineage.spool import Spool
 
-__all__ = ["SyncReport", "default_spool", "sync"]
+__all__ = ["SyncReport", "default_spool", "sqlite_path", "sqlite_uri", "sync"]
+
+
+def sqlite_uri(path: Path) -> str:
+    """The MLflow tracking URI of a local sqlite store. SQLAlchemy percent-decodes the path,
+    so it is percent-encoded here: a ``%``, ``?`` or ``#`` in a directory name stays literal."""
+    return "sqlite:///" + quote(str(path), safe="/")
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The file of a ``sqlite:///`` tracking URI (relative when it has three slashes)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(unquote(uri.removeprefix("sqlite:///").split("?", 1)[0]))
 
 
 def default_spool(workflow_uid: str) -> str:

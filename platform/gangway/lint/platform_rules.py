@@ -28,11 +28,17 @@ def check_gang(job: Mapping[str, Any], name: str) -> list[Finding]:
                 "missing: set it to the number of pods so the gang is scheduled all together",
             )
         ]
-    try:
-        counts = [int(t.get("replicas", 0)) for t in tasks]
-        min_available = int(spec["minAvailable"])
-    except (TypeError, ValueError):
-        return [Finding(name, "spec.minAvailable", "minAvailable and replicas must be integers")]
+    raw = {f"spec.tasks[{i}].replicas": t.get("replicas", 0) for i, t in enumerate(tasks)}
+    raw["spec.minAvailable"] = spec["minAvailable"]
+    not_ints = [
+        Finding(name, path, f"{v!r} is not a whole number of pods")
+        for path, v in raw.items()
+        if isinstance(v, bool) or not isinstance(v, int)
+    ]
+    if not_ints:
+        return not_ints
+    counts = [int(t.get("replicas", 0)) for t in tasks]
+    min_available = int(spec["minAvailable"])
     negative = [
         Finding(name, f"spec.tasks[{i}].replicas", f"is {c}; a task cannot have fewer than 0 pods")
         for i, c in enumerate(counts)
@@ -112,6 +118,7 @@ def check_pod(
     for c, cpath in zip(containers, container_paths, strict=True):
         out += list(_restricted(c, pod_sc, cpath, name))
         out += list(_secrets(c, cpath, name))
+        out += list(_negative_resources(c, cpath, name))
     wants_gpu = any(
         _int(((c.get("resources") or {}).get(kind) or {}).get(GPU, 0)) > 0
         for c in containers
@@ -169,6 +176,16 @@ def _restricted(
             f"{where}.seccompProfile.type",
             "must be RuntimeDefault or Localhost (here or on the pod)",
         )
+
+
+def _negative_resources(c: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:
+    """Resource quantities are never negative (a negative GPU count would skip the GPU rules)."""
+    for kind in ("requests", "limits"):
+        for res, q in ((c.get("resources") or {}).get(kind) or {}).items():
+            if str(q).strip().startswith("-"):
+                yield Finding(
+                    name, f"{path}.resources.{kind}.{res}", f"{q!r}: a quantity cannot be negative"
+                )
 
 
 def _secrets(c: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:

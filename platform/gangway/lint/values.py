@@ -37,7 +37,15 @@ class ValueFinding:
         )
         names = names or "the supplied values together"
         f = self.finding
+        if not f.obj:  # about the value itself, not about a manifest
+            return f"{names}: {f.message}"
         return f"{names}: {f.obj}: {f.path or '(root)'}: {f.message}"
+
+
+NESTED = (
+    "contains '{{': Argo would expand it as a placeholder where the value lands (another "
+    "parameter, an expression), out of reach of every check; write the value itself"
+)
 
 
 def _arguments(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -71,6 +79,15 @@ def check_values(
         return []
     defaults = {str(p.get("name")): str(p.get("value", "")) for p in _arguments(dict(obj))}
     changed = {k: v for k, v in values.items() if defaults.get(k) != v}
+    # Argo expands a placeholder inside a value where the value lands (inputs of a template,
+    # then its manifest): a value must not carry one, or it escapes every check here.
+    nested = [
+        ValueFinding((k,), Finding(f"-p {k}", "value", NESTED))
+        for k, v in changed.items()
+        if "{{" in v
+    ]
+    if nested:
+        return nested
     base = _errors(with_values(obj, {}), schemas) if changed else {}
     out: list[ValueFinding] = []
     for name, value in changed.items():

@@ -21,8 +21,18 @@ _TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<str>'[^']*'|\"[^\"]*\")|(?P<name>[A-Za-z_][\w.-]*(?<![.-]))"
     r"|(?P<op>\|\||&&|==|!=|<=|>=|!|[-+*/%<>()\[\],]))"
 )
+
+
+def _as_int(v: Any) -> int:
+    """Argo's ``asInt``: a base-10 integer in ASCII digits, nothing else (not ``2.9``,
+    ``1_0`` or other scripts' digits, which Python's ``int`` would take)."""
+    if isinstance(v, bool) or not re.fullmatch(r"[-+]?[0-9]+", str(v)):
+        raise ValueError(f"asInt({v!r}): not an integer")
+    return int(str(v))
+
+
 _FUNCS: dict[str, Callable[[Any], Any]] = {
-    "asInt": lambda v: int(float(v)),
+    "asInt": _as_int,
     "asFloat": float,
     "string": str,
 }

@@ -71,6 +71,11 @@ def _pods(job: Mapping[str, Any], scratch: Callable[[str], Path], port: int) -> 
     spec = job.get("spec", {})
     tasks = spec.get("tasks") or []
     total = sum(int(t.get("replicas", 0)) for t in tasks)
+    if total > max_local_pods():
+        raise UnsupportedConstruct(
+            f"a gang of {total} pods is too large to run on this machine (at most "
+            f"{max_local_pods()}); run it on a cluster with `gangway submit`"
+        )
     plugin_args = spec.get("plugins", {}).get("pytorch")
     pods: list[_Pod] = []
     rank = 0
@@ -104,6 +109,11 @@ def _pods(job: Mapping[str, Any], scratch: Callable[[str], Path], port: int) -> 
     if not pods:
         raise UnsupportedConstruct("Volcano Job has no pods (every task has 0 replicas)")
     return pods
+
+
+def max_local_pods() -> int:
+    """The largest gang this machine runs: each pod is a torchrun with its workers."""
+    return max(8, 4 * (os.cpu_count() or 1))
 
 
 def _policy(policies: list[dict[str, Any]], code: int) -> str | None:

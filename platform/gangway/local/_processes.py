@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROC_ENV", "ProcessGroups", "Stopped", "processes_with"]
+__all__ = ["PROC_ENV", "ProcessGroups", "Stopped", "kill_all", "processes_with"]
 
 PROC_ENV = "GANGWAY_PROC"
 
@@ -48,6 +48,8 @@ class ProcessGroups:
     """The processes of one local run: start, stop gracefully, and sweep what is left."""
 
     def __init__(self, token: str | None = None) -> None:
+        """``token`` tags every process (``<token>.<n>``); a run uses ``<workflow uid>.<x>``,
+        so that what a killed run left behind can be found by its uid."""
         self.token = token or uuid.uuid4().hex[:12]
         self.stopping: int | None = None
         """The signal the run is stopping on (None while it runs)."""
@@ -128,6 +130,11 @@ class ProcessGroups:
         left = processes_with(self.token)
         _kill_all(left)
         return left
+
+
+def kill_all(pids: list[int]) -> None:
+    """SIGKILL these processes (gone already is fine)."""
+    _kill_all(pids)
 
 
 def _kill_all(pids: list[int]) -> None:

@@ -51,6 +51,8 @@ _UNSUPPORTED_TEMPLATE = (
     "synchronization",
 )
 _UNSUPPORTED_TASK = ("templateRef", "withSequence", "continueOn", "hooks", "onExit", "inline")
+ATTEMPT_HEADER = "--- attempt "
+"""Starts the line the executor writes into a step's log before each attempt."""
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 
 
@@ -135,7 +137,7 @@ class LocalExecutor:
         self.phases: dict[str, str] = {}
         self.previous = {n: r for n, r in (previous or {}).items() if r.phase == "Succeeded"}
         self.grace = grace
-        self.procs = ProcessGroups()
+        self.procs = ProcessGroups(f"{self.uid}.{secrets.token_hex(3)}")
         self._check()
 
     # ---- validation ----------------------------------------------------------------------
@@ -468,7 +470,7 @@ class LocalExecutor:
             env[e["name"]] = _map_scratch(str(e.get("value", "")), scratch)
         node.log = log_dir / f"{_safe(node.name)}.log"
         with node.log.open("ab") as log:
-            log.write(f"--- attempt {node.attempts}: {' '.join(argv)}\n".encode())
+            log.write(f"{ATTEMPT_HEADER}{node.attempts}: {' '.join(argv)}\n".encode())
             log.flush()
             try:
                 proc = self.procs.start(
@@ -600,6 +602,10 @@ def _safe(name: str) -> str:
 def _tail(log: Path | None, lines: int = 3) -> str:
     if log is None or not log.is_file():
         return ""
-    text = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    text = [
+        ln
+        for ln in log.read_text(errors="replace").splitlines()
+        if ln.strip() and not ln.startswith(ATTEMPT_HEADER)  # our own line, not the step's
+    ]
     found = error_summary(text) or " | ".join(text[-lines:])[:300]
     return f": {found}" if text else ""

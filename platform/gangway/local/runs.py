@@ -13,19 +13,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gangway.errors import PermanentError
+from gangway.lineage import sqlite_path, sqlite_uri
 from gangway.lineage.records import Status, WorkflowInfo
 from gangway.local._model import NodeResult, RunResult
 from gangway.local.executor import LocalExecutor, workflow_from_template
-from gangway.local.state import SavedRun, find_run, load_nodes, save_nodes, save_run
+from gangway.local.state import (
+    SavedRun,
+    find_run,
+    load_nodes,
+    run_dir,
+    save_nodes,
+    save_run,
+)
 from gangway.tracking import WorkflowState, record_workflow
 
-__all__ = ["LocalRun", "close_run", "executor", "prepare_run", "reopen_run", "resume_run"]
+__all__ = [
+    "LocalRun",
+    "close_run",
+    "executor",
+    "hold",
+    "prepare_run",
+    "reopen_run",
+    "resume_run",
+]
 
 PIPELINE_LABEL = "gangway.dev/pipeline"
 
@@ -80,7 +97,30 @@ def local_defaults(state_dir: Path, declared: set[str]) -> dict[str, str]:
         except PermanentError as e:
             raise PermanentError(f"--state-dir {state_dir}: {e}") from None
     if "mlflow-tracking-uri" in declared:
-        out["mlflow-tracking-uri"] = f"sqlite:///{root}/mlflow.db"
+        out["mlflow-tracking-uri"] = sqlite_uri(root / "mlflow.db")
+    return out
+
+
+def absolute_locations(values: Mapping[str, str]) -> dict[str, str]:
+    """``storage-root`` and ``mlflow-tracking-uri`` made absolute once, here: every step runs
+    in a scratch directory of its own, where a relative path would name a different place.
+    A malformed storage URI is refused, naming the parameter."""
+    from gangway import storage
+
+    out = dict(values)
+    if "storage-root" in out:  # every step writes under it: a bad URI fails now, not later
+        try:
+            loc = storage.parse(out["storage-root"])
+        except PermanentError as e:
+            raise PermanentError(f"-p storage-root: {e}") from None
+        if "://" not in out["storage-root"]:
+            out["storage-root"] = str(loc)
+    uri = out.get("mlflow-tracking-uri", "")
+    path = sqlite_path(uri)
+    if path is not None and not path.is_absolute():
+        out["mlflow-tracking-uri"] = sqlite_uri(path.resolve())
+    elif uri and ":" not in uri:  # a bare directory: MLflow's file store
+        out["mlflow-tracking-uri"] = Path(uri).resolve().as_uri()
     return out
 
 
@@ -102,14 +142,7 @@ def prepare_run(pipeline: Path, values: Mapping[str, str], state_dir: Path) -> L
     declared = declared_parameters(manifest)
     derived = {k: v for k, v in local_defaults(state_dir, declared).items() if k not in values}
     derived.update(provenance_params(pipeline, declared, values, cluster="local"))
-    overrides = {**derived, **values}
-    if "storage-root" in values:  # every step writes under it: a bad URI fails here, not later
-        from gangway import storage
-
-        try:
-            storage.parse(values["storage-root"])
-        except PermanentError as e:
-            raise PermanentError(f"-p storage-root: {e}") from None
+    overrides = {**derived, **absolute_locations(values)}
     sources = {k: "--state-dir" for k in derived if k in ("storage-root", "mlflow-tracking-uri")}
     refuse_bad_values(manifest, overrides, CrdSchemas.from_env(), sources)
     workflow = workflow_from_template(manifest, overrides)
@@ -130,6 +163,37 @@ def resume_run(state_dir: Path, ref: str | None) -> LocalRun:
             "`gangway run`)"
         )
     return LocalRun(saved, state_dir, nodes)
+
+
+@contextlib.contextmanager
+def hold(run: LocalRun) -> Iterator[list[int]]:
+    """Run ``run`` alone: an exclusive lock on its record (released by the kernel if this
+    process dies), so a second ``gangway retry`` of the same workflow is refused while one is
+    live. What an earlier attempt left running when its ``gangway`` was killed outright
+    (SIGKILL) is killed first, so it cannot write beside the new attempt; yields those pids."""
+    import fcntl
+
+    from gangway.local._processes import kill_all, processes_with
+
+    path = run_dir(run.state_dir, run.name) / "lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            pid = lock.read().strip() or "?"
+            raise PermanentError(
+                f"workflow {run.name} is already running here (pid {pid}); wait for it, or stop "
+                "it (Ctrl-C, or kill -TERM) and retry"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        leftovers = processes_with(run.saved.uid)
+        kill_all(leftovers)
+        yield leftovers
 
 
 def executor(

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from gangway.errors import NotFoundError, PermanentError
 from gangway.local._model import NodeResult
@@ -21,6 +23,7 @@ from gangway.storage import os_errors, write_atomic
 
 __all__ = ["SavedRun", "find_run", "load_nodes", "save_nodes", "save_run"]
 
+M = TypeVar("M")
 RUN_FILE = "run.json"
 NODES_FILE = "nodes.json"
 
@@ -65,28 +68,32 @@ def save_nodes(state_dir: Path, name: str, nodes: Iterable[NodeResult], phase: s
     write_atomic(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
 
 
+class _Nodes(BaseModel):
+    phase: str
+    nodes: list[NodeResult]
+
+
 def load_nodes(state_dir: Path, name: str) -> tuple[str, dict[str, NodeResult]]:
     """The run's phase and its nodes by name (none yet: ``("Running", {})``)."""
     path = run_dir(state_dir, name) / NODES_FILE
     if not path.is_file():
         return "Running", {}
-    doc = _read(path)
-    nodes = {}
-    for raw in doc.get("nodes") or []:
-        node = NodeResult(**{**raw, "log": Path(raw["log"]) if raw.get("log") else None})
-        nodes[node.name] = node
-    return str(doc.get("phase", "Running")), nodes
+    doc = _valid(_Nodes, path)
+    return doc.phase, {n.name: n for n in doc.nodes}
 
 
 def find_run(state_dir: Path, ref: str | None) -> SavedRun:
     """The run named ``ref`` (its name or uid), or the newest run in ``state_dir``."""
-    runs = []
+    runs, bad = [], {}
     for path in sorted((state_dir.resolve() / "runs").glob(f"*/{RUN_FILE}")):
-        doc = _read(path)
         try:
-            runs.append(SavedRun(**doc))
-        except TypeError:
-            raise PermanentError(f"{path}: not a run record Gangway wrote") from None
+            runs.append(_valid(SavedRun, path))
+        except PermanentError as e:  # one damaged record does not hide the others
+            bad[path.parent.name] = e
+    if ref in bad:
+        raise bad[ref]
+    if not runs and bad:
+        raise next(iter(bad.values()))
     if not runs:
         raise NotFoundError(
             f"no local runs in {state_dir}: start one with `gangway run PIPELINE "
@@ -101,13 +108,27 @@ def find_run(state_dir: Path, ref: str | None) -> SavedRun:
     return found[0]
 
 
-def _read(path: Path) -> Mapping[str, Any]:
-    with os_errors("read", path):
-        text = path.read_text()
+def _valid(model: type[M], path: Path) -> M:
+    """``path`` read as ``model``, or one error naming the file and what is wrong with it."""
     try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise PermanentError(f"{path}: unreadable run state ({e})") from None
-    if not isinstance(doc, dict):
-        raise PermanentError(f"{path}: unreadable run state (not a JSON object)")
-    return doc
+        with os_errors("read", path):
+            data = path.read_bytes()
+        found = TypeAdapter(model).validate_json(data)
+        if isinstance(found, SavedRun):
+            meta = found.workflow.get("metadata")
+            if not (isinstance(meta, dict) and meta.get("name") and meta.get("uid")):
+                raise ValueError("workflow.metadata needs a name and a uid")
+        return found
+    except (ValidationError, ValueError) as e:
+        why = (
+            str(e).splitlines()[0]
+            if not isinstance(e, ValidationError)
+            else "; ".join(
+                f"{'.'.join(str(x) for x in err['loc']) or '(file)'}: {err['msg']}"
+                for err in e.errors()[:3]
+            )
+        )
+        raise PermanentError(
+            f"{path}: unreadable run state ({why}); this run cannot be retried — start a new "
+            "one with `gangway run`"
+        ) from None

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -77,14 +78,26 @@ def _atomic_copy(src: Path, dst: Path) -> None:
                 tmp.unlink(missing_ok=True)
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    """``stat`` following links; None when nothing is there, an error naming it otherwise."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        with os_errors("list", path):
+            raise e
+
+
 class LocalBackend:
     """Files under a local directory tree."""
 
     def list(self, root: Path) -> list[ObjectInfo]:
-        if root.is_file():
-            return [ObjectInfo(key="", size=root.stat().st_size)]
-        if not root.is_dir():
+        st = _stat(root)  # missing: an empty listing; forbidden: an error naming the path
+        if st is None or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             return []
+        if stat.S_ISREG(st.st_mode):
+            return [ObjectInfo(key="", size=st.st_size)]
         out: list[ObjectInfo] = []
 
         def unreadable(e: OSError) -> None:
@@ -97,7 +110,9 @@ class LocalBackend:
                 if is_temp_name(name):
                     continue
                 p = Path(dirpath) / name
-                out.append(ObjectInfo(key=p.relative_to(root).as_posix(), size=p.stat().st_size))
+                entry = _stat(p)  # None: a dangling link, or gone meanwhile — not an object
+                if entry is not None and stat.S_ISREG(entry.st_mode):
+                    out.append(ObjectInfo(key=p.relative_to(root).as_posix(), size=entry.st_size))
         return out
 
     def exists(self, path: Path) -> bool:

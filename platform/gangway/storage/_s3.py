@@ -56,7 +56,13 @@ def _client(pool: int) -> Any:
                 request_checksum_calculation="when_required",
                 response_checksum_validation="when_required",
             )
-            _clients[cache_key] = boto3.session.Session().client("s3", config=cfg)
+            try:
+                _clients[cache_key] = boto3.session.Session().client("s3", config=cfg)
+            except ValueError as e:  # e.g. AWS_ENDPOINT_URL is not a URL
+                raise PermanentError(
+                    f"cannot set up S3: {e}; check AWS_ENDPOINT_URL (e.g. http://127.0.0.1:9000) "
+                    "and the AWS profile"
+                ) from None
         return _clients[cache_key]
 
 

@@ -28,6 +28,7 @@ __all__ = ["Location", "check_relative", "join", "parse"]
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 _FIX = "rename it without that character"
 
 
@@ -99,6 +100,11 @@ def parse(uri: str) -> Location:
     if not uri:
         raise PermanentError("empty URI: give file:///abs/path, a local path, or s3://bucket/key")
     if "://" not in uri:
+        if _SCHEME.match(uri):
+            raise PermanentError(
+                f"{uri!r}: a URI needs '://' (file:///abs/path or s3://bucket/key); without it "
+                "this would be read as a relative path"
+            )
         _check_chars(uri, uri)
         return Location("file", "", str(Path(uri).expanduser().resolve()))
     scheme, rest = uri.split("://", 1)
