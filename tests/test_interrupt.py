@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from gangway.lineage import sqlite_uri
 from tests.test_cli import GANGWAY, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
@@ -57,7 +58,7 @@ def _runs(store: Path) -> list[Any]:
 
 @pytest.mark.e2e
 def test_ctrl_c_stops_everything_closes_the_books_and_retry_resumes(tmp_path: Path) -> None:
-    project = tmp_path / "my project"  # a space: every printed hint must be shell-quoted
+    project = tmp_path / "my project"  # a space: the printed hints must still paste into a shell
     project.mkdir()
     state = project / ".gangway"
     cmd = [
@@ -97,9 +98,9 @@ def test_ctrl_c_stops_everything_closes_the_books_and_retry_resumes(tmp_path: Pa
     (run_file,) = state.glob("runs/*/run.json")
     saved = json.loads(run_file.read_text())
     name, uid = saved["workflow"]["metadata"]["name"], saved["workflow"]["metadata"]["uid"]
-    assert f"resume with: gangway retry {name} --state-dir .gangway" in out
+    assert f"resume with: gangway retry {name} --state-dir {shlex.quote(str(state))}" in out
     store = state / "mlflow.db"
-    assert f"mlflow ui --backend-store-uri {shlex.quote(f'sqlite:///{store}')}" in out
+    assert f"mlflow ui --backend-store-uri {sqlite_uri(store)}" in out
     # Nothing of the run survives it (the gang's torchrun workers included).
     time.sleep(0.5)
     assert _processes_of(uid, state) == [], "processes of the run survived"

@@ -209,11 +209,6 @@ def test_one_corrupt_checkpoint_is_skipped_by_name(
     assert "step-00000020" in metrics
 
 
-def test_a_parameter_given_twice_is_refused(tmp_path: Path) -> None:
-    res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), "-p", "nodes=0", "-p", "nodes=3")
-    _one_clear_line(res, "-p nodes is given twice ('0' and '3')")
-
-
 @pytest.mark.parametrize(
     ("file", "content", "message"),
     [

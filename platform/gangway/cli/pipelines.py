@@ -54,9 +54,7 @@ def _params(items: list[str] | None) -> dict[str, str]:
         k, sep, v = item.partition("=")
         if not sep or not k:
             raise PermanentError(f"-p {item!r}: expected name=value, e.g. -p train-steps=100")
-        if k in out and out[k] != v:
-            raise PermanentError(f"-p {k} is given twice ({out[k]!r} and {v!r}); give it once")
-        out[k] = v
+        out[k] = v  # the last of a name wins, as with `argo submit -p`
     return out
 
 
@@ -297,7 +295,7 @@ def _report(run: LocalRun, result: RunResult, state: WorkflowState | None) -> No
             soft_wrap=True,
             highlight=False,
         )
-    state_dir = q(str(run.state_dir))
+    state_dir = q(str(run.state_dir.resolve()))
     console.print(
         f"resume with: gangway retry {q(result.name)} --state-dir {state_dir}", highlight=False
     )
