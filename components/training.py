@@ -172,12 +172,15 @@ def train(
 
         try:
             for step in range(start, cfg.steps):
+                stopping = stop.set
                 if distributed:
                     flag.fill_(1.0 if stop.set else 0.0)
                     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                    # Never clear a flag the handler set while the all-reduce was in flight.
-                    stop.set = stop.set or bool(flag.item())
-                if stop.set:
+                    # Act on what every rank agreed on, never on the local flag: a SIGTERM that
+                    # lands after the all-reduce would otherwise stop this rank alone (its peers
+                    # train on, and the gang deadlocks). The flag stays set for the next step.
+                    stopping = bool(flag.item())
+                if stopping:
                     if step > (saved[-1]["step"] if saved else start):
                         save(step)
                     _log(rank, {"event": "preempted", "step": step})
