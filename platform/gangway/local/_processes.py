@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROC_ENV", "ProcessGroups", "Stopped", "kill_all", "processes_with"]
+__all__ = ["PROC_ENV", "ProcessGroups", "Stopped", "kill_pids", "processes_with"]
 
 PROC_ENV = "GANGWAY_PROC"
 
@@ -91,7 +91,7 @@ class ProcessGroups:
         with self._lock:
             _, tag = self._procs.pop(proc.pid, (proc, ""))
         if tag:
-            _kill_all(processes_with(tag))
+            kill_pids(processes_with(tag))
         with contextlib.suppress(ChildProcessError):
             proc.wait()
 
@@ -121,23 +121,19 @@ class ProcessGroups:
             procs = [p for p, _ in self._procs.values()]
         for p in procs:
             self.signal(p, signal.SIGKILL)
-        _kill_all(processes_with(self.token))
+        kill_pids(processes_with(self.token))
 
     def close(self) -> list[int]:
         """At the end of the run: cancel the kill timer, kill any survivor; returns their pids."""
         if self._timer is not None:
             self._timer.cancel()
         left = processes_with(self.token)
-        _kill_all(left)
+        kill_pids(left)
         return left
 
 
-def kill_all(pids: list[int]) -> None:
+def kill_pids(pids: list[int]) -> None:
     """SIGKILL these processes (gone already is fine)."""
-    _kill_all(pids)
-
-
-def _kill_all(pids: list[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)

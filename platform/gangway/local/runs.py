@@ -173,7 +173,7 @@ def hold(run: LocalRun) -> Iterator[list[int]]:
     (SIGKILL) is killed first, so it cannot write beside the new attempt; yields those pids."""
     import fcntl
 
-    from gangway.local._processes import kill_all, processes_with
+    from gangway.local._processes import kill_pids, processes_with
 
     path = run_dir(run.state_dir, run.name) / "lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +192,7 @@ def hold(run: LocalRun) -> Iterator[list[int]]:
         lock.write(str(os.getpid()))
         lock.flush()
         leftovers = processes_with(run.saved.uid)
-        kill_all(leftovers)
+        kill_pids(leftovers)
         yield leftovers
 
 
