@@ -14,7 +14,6 @@ from the calling task's arguments and the workflow parameters' defaults.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -115,14 +114,11 @@ def _lint_resource(
     return findings
 
 
-_PLACEHOLDER = re.compile(r"\{\{\s*(.*?)\s*\}\}", re.S)
-
-
 def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, str]:
     """Values Argo would substitute: the workflow parameters' values and the first calling
     task's arguments (a plain stand-in for what is only known at run time: task outputs,
     items)."""
-    from gangway.local._subst import parameters_json
+    from gangway.local._subst import fill_known, parameters_json
 
     wf = {
         p["name"]: str(p.get("value", ""))
@@ -143,9 +139,7 @@ def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[st
         for task in (t.get("dag") or {}).get("tasks") or []:
             if task.get("template") == template.get("name"):
                 for a in (task.get("arguments") or {}).get("parameters") or []:
-                    inputs[a["name"]] = _PLACEHOLDER.sub(
-                        lambda m: scope.get(m.group(1), "placeholder"), str(a.get("value", ""))
-                    )
+                    inputs[a["name"]] = fill_known(str(a.get("value", "")), scope, "placeholder")
                 break
     scope.update({f"inputs.parameters.{k}": v for k, v in inputs.items()})
     return scope

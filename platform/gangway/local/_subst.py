@@ -25,6 +25,7 @@ from gangway.local._model import UnsupportedConstruct
 __all__ = [
     "SCRATCH",
     "ManifestInjection",
+    "fill_known",
     "fill_manifest",
     "map_scratch",
     "substitute",
@@ -121,9 +122,10 @@ def fill_manifest(text: str, scope: Mapping[str, str], *, where: str) -> Any:
         benign = yaml.safe_load(_replace(text, probes))
     except yaml.YAMLError as e:
         raise PermanentError(f"{where}not valid YAML even with plain values: {e}") from None
-    if _lands(text, benign, probes, values, values):
-        return yaml.safe_load(_replace(text, values))
-    bad = [b for b in bodies if not _lands(text, benign, probes, values, {b: values[b]})]
+    filled = _landed(text, benign, probes, values)
+    if filled is not _BROKEN:
+        return filled
+    bad = [b for b in bodies if _landed(text, benign, probes, {b: values[b]}) is _BROKEN]
     names = [_name(b) for b in (bad or bodies)]
     shown = ", ".join(f"{n} = {values[b]!r:.80}" for n, b in zip(names, bad or bodies, strict=True))
     raise ManifestInjection(
@@ -142,22 +144,26 @@ def _replace(text: str, values: Mapping[str, str]) -> str:
     return _VAR.sub(lambda m: values.get(m.group(0), m.group(0)), text)
 
 
-def _lands(
-    text: str,
-    benign: Any,
-    probes: Mapping[str, str],
-    values: Mapping[str, str],
-    real: Mapping[str, str],
-) -> bool:
-    """True when filling ``real`` (probes elsewhere) gives ``benign`` with each probe replaced
-    by its value, and nothing else changed."""
+def fill_known(text: str, scope: Mapping[str, str], default: str) -> str:
+    """Replace each ``{{name}}`` that ``scope`` knows; anything else (an unknown name, an
+    expression) becomes ``default`` — a plain stand-in for what only a run would know."""
+    return _VAR.sub(lambda m: default if m.group(1) else scope.get(m.group(2), default), text)
+
+
+_BROKEN = object()
+"""What :func:`_landed` returns when the values did not land where their placeholders were."""
+
+
+def _landed(text: str, benign: Any, probes: Mapping[str, str], real: Mapping[str, str]) -> Any:
+    """The tree of ``text`` filled with ``real`` (probes elsewhere) when it is ``benign`` with
+    each probe replaced by its value and nothing else changed; else :data:`_BROKEN`."""
     fill = {b: real.get(b, probes[b]) for b in probes}
     try:
         got = yaml.safe_load(_replace(text, fill))
     except yaml.YAMLError:
-        return False
+        return _BROKEN
     expected = {probes[b]: v for b, v in real.items()}
-    return _same(benign, got, expected)
+    return got if _same(benign, got, expected) else _BROKEN
 
 
 def _same(benign: Any, got: Any, expected: Mapping[str, str]) -> bool:
