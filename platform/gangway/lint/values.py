@@ -82,13 +82,13 @@ def check_values(
     # Argo expands a placeholder inside a value where the value lands (inputs of a template,
     # then its manifest): a value must not carry one, or it escapes every check here.
     nested = [
-        ValueFinding((k,), Finding(f"-p {k}", "value", NESTED))
+        ValueFinding((k,), Finding("", "", NESTED))  # about the value, not a manifest
         for k, v in changed.items()
         if "{{" in v
     ]
     if nested:
         return nested
-    base = _errors(with_values(obj, {}), schemas) if changed else {}
+    base = _errors(obj, schemas) if changed else {}
     out: list[ValueFinding] = []
     for name, value in changed.items():
         errs = _errors(with_values(obj, {name: value}), schemas)

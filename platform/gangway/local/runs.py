@@ -127,18 +127,12 @@ def absolute_locations(values: Mapping[str, str]) -> dict[str, str]:
 def prepare_run(pipeline: Path, values: Mapping[str, str], state_dir: Path) -> LocalRun:
     """Compile ``pipeline`` into the Workflow a cluster would run, with ``values``; check the
     values as they will be substituted; record it in ``state_dir``. Nothing runs yet."""
-    from gangway.compiler import (
-        check_parameter_names,
-        compile_pipeline,
-        declared_parameters,
-        import_root,
-    )
+    from gangway.compiler import compile_pipeline, declared_parameters, import_root
     from gangway.lint import CrdSchemas
     from gangway.lint.values import refuse_bad_values
     from gangway.provenance import provenance_params
 
     manifest = compile_pipeline(pipeline)
-    check_parameter_names(manifest, values)
     declared = declared_parameters(manifest)
     derived = {k: v for k, v in local_defaults(state_dir, declared).items() if k not in values}
     derived.update(provenance_params(pipeline, declared, values, cluster="local"))
