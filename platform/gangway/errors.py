@@ -12,6 +12,8 @@ Code never branches on message text: it raises the class that says what to do ne
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "EXIT_OK",
     "EXIT_PERMANENT",
@@ -22,6 +24,7 @@ __all__ = [
     "PermanentError",
     "Preempted",
     "TransientError",
+    "field_errors",
 ]
 
 EXIT_OK = 0
@@ -56,3 +59,12 @@ class Preempted(GangwayError):
     """The step received SIGTERM and stopped after saving what it could."""
 
     exit_code = EXIT_PREEMPTED
+
+
+def field_errors(e: Any, *, root: str, limit: int | None = None) -> str:
+    """A pydantic ``ValidationError`` as ``field.path: message; …`` (``root`` names the whole
+    document when a message has no field), at most ``limit`` of them."""
+    errors = e.errors()[:limit]
+    return "; ".join(
+        f"{'.'.join(str(x) for x in err['loc']) or root}: {err['msg']}" for err in errors
+    )

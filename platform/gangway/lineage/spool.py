@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from gangway import storage
+from gangway.errors import field_errors
 from gangway.lineage.records import StepRecord
 
 __all__ = ["Spool", "find_spools"]
@@ -41,7 +42,7 @@ class Spool:
     def records(self, store: str = "") -> list[tuple[StepRecord, int]]:
         """Every readable record with the revision ``store`` has (0: none), oldest first.
 
-        An unreadable record is reported on stderr and in :meth:`unreadable`, and skipped.
+        An unreadable record is reported on stderr and in :attr:`bad`, and skipped.
         """
         objs = storage.list_objects(self.root)
         marks = {o.key[: -len(_MARK)] for o in objs if o.key.endswith(_MARK)}
@@ -106,10 +107,7 @@ def _store_key(store: str) -> str:
 
 def _short(e: Exception) -> str:
     if isinstance(e, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(x) for x in err['loc']) or '(record)'}: {err['msg']}"
-            for err in e.errors()
-        )
+        return field_errors(e, root="(record)")
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 

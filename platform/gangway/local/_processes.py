@@ -95,10 +95,6 @@ class ProcessGroups:
         with contextlib.suppress(ChildProcessError):
             proc.wait()
 
-    def done(self, proc: subprocess.Popen[bytes]) -> None:
-        """The process ended: sweep anything it left behind (a pod's processes end with it)."""
-        self.kill(proc)
-
     def stop(self, sig: int, grace: float) -> None:
         """Stop the run: SIGTERM every process group now, SIGKILL everything after ``grace``
         seconds. A second call (a second Ctrl-C) kills at once."""

@@ -481,7 +481,7 @@ class LocalExecutor:
             try:
                 rc = proc.wait()
             finally:
-                self.procs.done(proc)
+                self.procs.kill(proc)  # a step's processes end with it: sweep them
         if rc != 0:
             status, code = ("Error", 128 - rc) if rc < 0 else ("Failed", rc)
             return status, code, f"exit code {code}" + _tail(node.log), {}

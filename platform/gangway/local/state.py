@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from gangway.errors import NotFoundError, PermanentError
+from gangway.errors import NotFoundError, PermanentError, field_errors
 from gangway.local._model import NodeResult
 from gangway.storage import os_errors, write_atomic
 
@@ -121,12 +121,9 @@ def _valid(model: type[M], path: Path) -> M:
         return found
     except (ValidationError, ValueError) as e:
         why = (
-            str(e).splitlines()[0]
-            if not isinstance(e, ValidationError)
-            else "; ".join(
-                f"{'.'.join(str(x) for x in err['loc']) or '(file)'}: {err['msg']}"
-                for err in e.errors()[:3]
-            )
+            field_errors(e, root="(file)", limit=3)
+            if isinstance(e, ValidationError)
+            else str(e).splitlines()[0]
         )
         raise PermanentError(
             f"{path}: unreadable run state ({why}); this run cannot be retried — start a new "
