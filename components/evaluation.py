@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from components._cli import emit, main_wrapper
 from gangway import storage
+from gangway.contract import tag
 from gangway.errors import NotFoundError, PermanentError
+from gangway.step import emit, main_wrapper
 from gangway.tracking import CheckpointRef, StepTracker
 
 __all__ = ["evaluate"]
@@ -144,14 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             tracker.register_model(args.register_as, _ref(best, metrics["dataset_digest"]))
         tracker.set_tags(
             {
-                "gangway.best_checkpoint": best["uri"],
-                "gangway.best_step": best["step"],
-                "gangway.dataset_digest": metrics["dataset_digest"],
+                tag("best_checkpoint"): best["uri"],
+                tag("best_step"): best["step"],
+                tag("dataset_digest"): metrics["dataset_digest"],
             }
         )
         if metrics["unusable"]:
             unusable = [u["uri"] for u in metrics["unusable"]]
-            tracker.set_tags({"gangway.unusable_checkpoints": json.dumps(unusable)})
+            tracker.set_tags({tag("unusable_checkpoints"): json.dumps(unusable)})
     if args.metrics_out:
         storage.write_json(args.metrics_out, metrics)
     if args.best_out:

@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from components._cli import emit, main_wrapper
 from gangway import storage
+from gangway.contract import tag
 from gangway.errors import PermanentError
+from gangway.step import emit, main_wrapper
 from gangway.tracking import CheckpointRef, StepTracker
 
 __all__ = ["MODES", "infer_shard", "read_documents", "split_inputs"]
@@ -188,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = _infer(args)
         tracker.use_checkpoint(_checkpoint_ref(args.checkpoint))
         tracker.log_outputs([args.output])
-        tracker.set_tags({"gangway.output": args.output, "gangway.skipped": result["skipped"]})
+        tracker.set_tags({tag("output"): args.output, tag("skipped"): result["skipped"]})
         if result.get("mean_perplexity") is not None:
             tracker.log_metric("mean_perplexity", result["mean_perplexity"])
     emit(result, args.result_out)

@@ -35,9 +35,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from components._cli import emit, main_wrapper
 from gangway import storage
+from gangway.contract import tag
 from gangway.errors import PermanentError
+from gangway.step import emit, main_wrapper
 from gangway.tracking import StepTracker
 
 __all__ = ["CORPUS_FORMAT", "StageResult", "build_demo_dataset", "ensure_demo", "stage"]
@@ -355,9 +356,9 @@ def _stage_tracked(tracker: StepTracker, source: str, args: argparse.Namespace) 
     tracker.log_dataset(name="corpus", digest=result.digest, source=result.published_uri or source)
     tracker.set_tags(
         {
-            "gangway.dataset_digest": result.digest,
-            "gangway.dataset_out": result.digest,
-            "gangway.corpus": result.published_uri or result.corpus_dir,
+            tag("dataset_digest"): result.digest,
+            tag("dataset_out"): result.digest,
+            tag("corpus"): result.published_uri or result.corpus_dir,
         }
     )
     for key in ("documents", "train_tokens", "val_tokens", "files_copied", "bytes_copied"):

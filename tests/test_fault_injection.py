@@ -19,7 +19,7 @@ import torch
 
 from components import checkpoints
 from gangway.compiler import compile_pipeline
-from gangway.local import LocalExecutor, RunResult, workflow_from_template
+from gangway.local import Clock, LocalExecutor, RunResult, workflow_from_template
 from tests.conftest import REPO
 
 STEPS, EVERY = 45, 15
@@ -35,7 +35,7 @@ PARAMS = {
 def _run(state: Path, killer: Any = None) -> RunResult:
     wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
     wf = workflow_from_template(wt, {**PARAMS, "storage-root": f"file://{state}/storage"})
-    ex = LocalExecutor(wf, state, sleep=lambda s: None)
+    ex = LocalExecutor(wf, state, clock=Clock(sleep=lambda s: None))
     if killer is not None:
         threading.Thread(target=killer, args=(ex.root,), daemon=True).start()
     return ex.run()
@@ -65,7 +65,7 @@ def _training_workers(marker: str) -> list[int]:
             marker.encode() in text
             and b"components.training" in text
             and b"torch.distributed.run" not in text
-            and (b"components.launch" not in text)
+            and (b"gangway.step.launch" not in text)
             and b"-m" in cmd
         ):
             pids.append(int(proc.name))

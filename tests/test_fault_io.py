@@ -143,7 +143,7 @@ def test_r3_inference_killed_mid_shard_writes_exactly_once(
 @pytest.mark.e2e
 def test_permanent_error_fails_fast_after_one_attempt(tmp_path: Path) -> None:
     from gangway.compiler import compile_pipeline
-    from gangway.local import LocalExecutor, workflow_from_template
+    from gangway.local import Clock, LocalExecutor, workflow_from_template
 
     wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
     wf = workflow_from_template(
@@ -151,7 +151,7 @@ def test_permanent_error_fails_fast_after_one_attempt(tmp_path: Path) -> None:
         {"model": "huge", "mlflow-tracking-uri": "", "storage-root": f"file://{tmp_path}/storage"},
     )
     slept: list[float] = []
-    res = LocalExecutor(wf, tmp_path, sleep=slept.append).run()
+    res = LocalExecutor(wf, tmp_path, clock=Clock(sleep=slept.append)).run()
     train = next(n for n in res.nodes if n.task == "train")
     assert res.phase == "Failed" and train.phase == "Failed"
     assert train.attempts == 1 and slept == []

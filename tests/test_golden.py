@@ -56,7 +56,7 @@ def test_gang_step_is_a_volcano_job_as_designed() -> None:
     pod = spec["tasks"][0]["template"]
     assert pod["metadata"]["labels"]["workflows.argoproj.io/workflow"] == "{{workflow.name}}"
     c = pod["spec"]["containers"][0]
-    assert c["command"] == ["python", "-m", "components.launch"]
+    assert c["command"] == ["python", "-m", "gangway.step.launch"]
     assert "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)" in c["args"]
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from gangway.argo.conditions import depends_on, resource_condition
+from gangway.argo.expressions import evaluate
 from gangway.errors import PermanentError
-from gangway.local import LocalExecutor, UnsupportedConstruct, workflow_from_template
-from gangway.local._conditions import depends_on, resource_condition
-from gangway.local._expr import evaluate
-from gangway.retries import retry_expression
+from gangway.local import Clock, LocalExecutor, UnsupportedConstruct, workflow_from_template
+from gangway.retries import LastAttempt, next_retry, retry_expression
 
 
 def py(
@@ -73,7 +73,7 @@ def run(
 ) -> Any:
     wf = workflow_from_template(wt, overrides)
     sleep = sleeps.append if sleeps is not None else lambda s: None
-    return LocalExecutor(wf, tmp, sleep=sleep, parallelism=parallelism).run()
+    return LocalExecutor(wf, tmp, clock=Clock(sleep=sleep), parallelism=parallelism).run()
 
 
 def test_dag_order_parameters_and_outputs(tmp_path: Path) -> None:
@@ -337,6 +337,63 @@ def test_unsupported_constructs_are_refused_by_name(
     mutate(wt)
     with pytest.raises(UnsupportedConstruct, match=message):
         run(wt, tmp_path)
+
+
+def test_every_unsupported_construct_is_listed_before_anything_runs(tmp_path: Path) -> None:
+    """One refusal names them all, each with its path, and no step has run."""
+    marker = tmp_path / "ran"
+    wt = workflow(
+        {"ok": py(f"open({str(marker)!r}, 'w')")},
+        [
+            {"name": "a", "template": "ok"},
+            {"name": "b", "template": "ok", "depends": "a || c", "continueOn": {"failed": True}},
+            {"name": "c", "template": "nope", "dependencies": ["ghost"]},
+        ],
+    )
+    wt["spec"]["onExit"] = "ok"
+    wt["spec"]["templates"][0]["retryStrategy"] = {"retryPolicy": "Sometimes", "limit": 1}
+    wt["spec"]["templates"][0]["container"]["env"] = [
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
+    ]
+    with pytest.raises(UnsupportedConstruct) as refused:
+        run(wt, tmp_path / "state")
+    message = str(refused.value)
+    for expected in (
+        "spec.onExit",
+        "spec.templates[0] (ok).retryStrategy: retryPolicy 'Sometimes'",
+        "spec.templates[0] (ok): env TOKEN uses valueFrom",
+        "spec.templates[1].dag.tasks[1] (task b): `continueOn`",
+        "spec.templates[1].dag.tasks[1] (task b): depends 'a || c'",
+        "spec.templates[1].dag.tasks[2] (task c): unknown template 'nope'",
+        "spec.templates[1].dag.tasks[2] (task c): depends on unknown task 'ghost'",
+    ):
+        assert expected in message
+    assert message.startswith("the local executor cannot run 7 constructs")
+    assert not marker.exists() and not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "retries_done", "elapsed", "delay"),
+    [
+        ("Failed", 75, 0, 0.0, 5.0),  # transient: retried after the base duration
+        ("Failed", 143, 2, 0.0, 20.0),  # preempted: duration * factor ** retries so far
+        ("Error", None, 0, 0.0, 5.0),  # a pod-level error: retried
+        ("Failed", 1, 0, 0.0, None),  # permanent: never
+        ("Failed", 75, 3, 0.0, None),  # the limit reached
+        ("Failed", 75, 2, 110.0, None),  # 110 s + 20 s would pass maxDuration (2m)
+    ],
+)
+def test_next_retry_is_argo_s_decision(
+    status: str, code: int | None, retries_done: int, elapsed: float, delay: float | None
+) -> None:
+    strategy = {
+        "limit": 3,
+        "retryPolicy": "Always",
+        "expression": retry_expression(),
+        "backoff": {"duration": "5s", "factor": 2, "maxDuration": "2m"},
+    }
+    last = LastAttempt(status, code, "")
+    assert next_retry(strategy, last, retries_done=retries_done, elapsed=elapsed) == delay
 
 
 def test_an_error_found_mid_run_ends_the_run_with_a_result_not_a_raise(tmp_path: Path) -> None:

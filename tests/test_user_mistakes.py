@@ -70,7 +70,7 @@ def test_bad_gang_size_is_refused_before_running(tmp_path: Path, value: str, mes
 def test_gang_settings_inside_the_launcher_are_permanent(args: list[str], message: str) -> None:
     """torchrun would assert, which used to read as a lost peer (75) and restart the gang."""
     res = subprocess.run(
-        [sys.executable, "-m", "components.launch", *args, "-m", "components.training"],
+        [sys.executable, "-m", "gangway.step.launch", *args, "-m", "components.training"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from gangway.argo.manifests import ManifestInjection, fill_manifest
 from gangway.compiler import compile_pipeline
 from gangway.errors import PermanentError
 from gangway.lint.values import check_values
-from gangway.local._subst import ManifestInjection, fill_manifest
 from tests.conftest import REPO
 from tests.test_cli import gangway
 

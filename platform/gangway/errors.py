@@ -1,6 +1,6 @@
 """Errors grouped by what the caller should do, mapped onto the exit-code contract.
 
-Every step process exits with one of these codes (``shared/DESIGN.md``, "Retries"):
+Every step process exits with one of these codes (:mod:`gangway.contract`):
 
 * ``0``   success;
 * ``1``   permanent error: bad config or bad data, retrying cannot help;
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gangway.contract import EXIT_OK, EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
+
 __all__ = [
     "EXIT_OK",
     "EXIT_PERMANENT",
@@ -26,11 +28,6 @@ __all__ = [
     "TransientError",
     "field_errors",
 ]
-
-EXIT_OK = 0
-EXIT_PERMANENT = 1
-EXIT_TRANSIENT = 75
-EXIT_PREEMPTED = 143
 
 
 class GangwayError(Exception):

@@ -18,6 +18,8 @@ from urllib.parse import quote
 
 import yaml
 
+from gangway.contract import EXPERIMENT_ANNOTATION, tag
+
 __all__ = [
     "EXPERIMENT_ANNOTATION",
     "annotate_experiment",
@@ -28,10 +30,8 @@ __all__ = [
     "workflow_runs_url",
 ]
 
-EXPERIMENT_ANNOTATION = "gangway.dev/mlflow-experiment-id"
 
-
-_BY_UID = "tags.`gangway.workflow_uid` = '"
+_BY_UID = f"tags.`{tag('workflow_uid')}` = '"
 """An MLflow search filter selecting a workflow's runs, up to the uid and closing quote."""
 
 

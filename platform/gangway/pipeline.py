@@ -25,13 +25,21 @@ import yaml
 from hera.workflows import Container, EmptyDirVolume, Parameter, Resource, WorkflowTemplate
 from hera.workflows import models as m
 
+from gangway.contract import (
+    OUT_DIR,
+    PIPELINE_LABEL,
+    QUEUE_LABEL,
+    SCRATCH,
+    STEP_LABEL,
+    TEAM_LABEL,
+    WORKFLOW_LABEL,
+    step_env,
+)
 from gangway.errors import PermanentError
 from gangway.retries import StepKind, retry_strategy
-from gangway.volcano import pytorch_job
+from gangway.volcano import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
 
 __all__ = [
-    "LABEL_PREFIX",
-    "LINEAGE_SPOOL",
     "OUT_DIR",
     "SCRATCH",
     "Defaults",
@@ -40,19 +48,7 @@ __all__ = [
     "step",
 ]
 
-LABEL_PREFIX = "gangway.dev"
 RUN_URL_OUTPUT = "mlflow_run_url"
-SCRATCH = "/gangway"
-OUT_DIR = f"{SCRATCH}/out"
-LOG_LABEL = "workflows.argoproj.io/workflow"
-GANG_OUTPUTS = {
-    "job-name": "{.metadata.name}",
-    "job-phase": "{.status.state.phase}",
-    "job-restarts": "{.status.retryCount}",
-}
-"""What a gang step reports from its Volcano Job once it finishes."""
-LINEAGE_SPOOL = "{{workflow.parameters.storage-root}}/runs/{{workflow.uid}}/lineage"
-"""Where steps spool lineage records until MLflow has them (see :mod:`gangway.tracking`)."""
 
 
 @dataclass(frozen=True)
@@ -117,9 +113,9 @@ def pipeline(
         **parameters,
     }
     labels = {
-        f"{LABEL_PREFIX}/team": team,
-        f"{LABEL_PREFIX}/queue": queue or defaults.queue,
-        f"{LABEL_PREFIX}/pipeline": name,
+        TEAM_LABEL: team,
+        QUEUE_LABEL: queue or defaults.queue,
+        PIPELINE_LABEL: name,
     }
     return WorkflowTemplate(
         name=name,
@@ -143,27 +139,8 @@ def pipeline(
 
 
 def _tracking_env(step_name: str, *, params: bool = True) -> list[m.EnvVar]:
-    """What a step needs to record its lineage (see :mod:`gangway.tracking`).
-
-    ``params=False`` leaves out the workflow parameters as JSON: inside a resource template's
-    manifest (YAML text) a value with a quote would break it; container steps record them.
-    """
-    env = [
-        m.EnvVar(name="MLFLOW_TRACKING_URI", value="{{workflow.parameters.mlflow-tracking-uri}}"),
-        m.EnvVar(name="GANGWAY_PIPELINE", value="{{workflow.labels.gangway.dev/pipeline}}"),
-        m.EnvVar(name="GANGWAY_WORKFLOW_NAME", value="{{workflow.name}}"),
-        m.EnvVar(name="GANGWAY_WORKFLOW_UID", value="{{workflow.uid}}"),
-        m.EnvVar(name="GANGWAY_NAMESPACE", value="{{workflow.namespace}}"),
-        m.EnvVar(name="GANGWAY_CLUSTER", value="{{workflow.parameters.cluster}}"),
-        m.EnvVar(name="GANGWAY_GIT_SHA", value="{{workflow.parameters.git-sha}}"),
-        m.EnvVar(name="GANGWAY_IMAGE", value="{{workflow.parameters.image}}"),
-        m.EnvVar(name="GANGWAY_LINEAGE_SPOOL", value=LINEAGE_SPOOL),
-        m.EnvVar(name="GANGWAY_STEP", value=step_name),
-        m.EnvVar(name="GANGWAY_OUTPUTS", value=OUT_DIR),
-    ]
-    if params:
-        env.append(m.EnvVar(name="GANGWAY_WORKFLOW_PARAMS", value="{{workflow.parameters.json}}"))
-    return env
+    """What a step needs to record its lineage (:func:`gangway.contract.step_env`)."""
+    return [m.EnvVar(name=k, value=v) for k, v in step_env(step_name, params=params)]
 
 
 def _outputs(outputs: Sequence[str]) -> list[Parameter]:
@@ -248,7 +225,7 @@ def gang_step(
 ) -> Resource:
     """A gang-scheduled training step: an Argo resource template creating a Volcano Job.
 
-    Each of ``nodes`` pods runs ``python -m components.launch`` (torchrun plus the exit-code
+    Each of ``nodes`` pods runs ``python -m gangway.step.launch`` (torchrun plus the exit-code
     contract) with c10d rendezvous at the MASTER_ADDR/MASTER_PORT that Volcano's pytorch plugin
     injects, ``procs_per_node`` processes per pod, and ``python -m MODULE ARGS`` in each.
     The Job's name is generated, so an Argo-level retry never collides with an earlier Job.
@@ -257,7 +234,7 @@ def gang_step(
     launch = [
         "python",
         "-m",
-        "components.launch",
+        "gangway.step.launch",
         "--nnodes=$(WORLD_SIZE)",
         f"--nproc-per-node={procs_per_node}",
         "--rdzv-backend=c10d",
@@ -289,8 +266,8 @@ def gang_step(
         queue=queue or defaults.queue,
         nodes=nodes,
         container=container,
-        pod_labels={LOG_LABEL: "{{workflow.name}}", f"{LABEL_PREFIX}/step": name},
-        labels={LOG_LABEL: "{{workflow.name}}"},
+        pod_labels={WORKFLOW_LABEL: "{{workflow.name}}", STEP_LABEL: name},
+        labels={WORKFLOW_LABEL: "{{workflow.name}}"},
         priority_class_name=defaults.priority_class,
         security_context=_pod_security(defaults),
         service_account_name=defaults.service_account,
@@ -305,11 +282,11 @@ def gang_step(
         action="create",
         set_owner_reference=True,
         manifest=manifest_yaml(job.to_manifest()),
-        success_condition="status.state.phase == Completed",
-        failure_condition="status.state.phase in (Failed,Aborted,Terminated)",
+        success_condition=SUCCESS_CONDITION,
+        failure_condition=FAILURE_CONDITION,
         inputs=[Parameter(name=i) for i in inputs],
         outputs=[
-            Parameter(name=n, value_from=m.ValueFrom(json_path=p)) for n, p in GANG_OUTPUTS.items()
+            Parameter(name=n, value_from=m.ValueFrom(json_path=p)) for n, p in JOB_OUTPUTS.items()
         ],
         retry_strategy=retry_strategy("gang"),
     )

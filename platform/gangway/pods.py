@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gangway.contract import STEP_LABEL, WORKFLOW_LABEL
 from gangway.errors import PermanentError, TransientError
 
-__all__ = ["LOG_LABEL", "read_logs", "select_pods"]
-
-LOG_LABEL = "workflows.argoproj.io/workflow"
-STEP_LABEL = "gangway.dev/step"
+__all__ = ["read_logs", "select_pods"]
 
 
 def select_pods(pods: list[dict[str, Any]], step: str | None) -> list[str]:
@@ -36,7 +34,7 @@ def read_logs(
 
     try:
         api = client.CoreV1Api(config.new_client_from_config(context=context))  # type: ignore[no-untyped-call]
-        listed = api.list_namespaced_pod(namespace, label_selector=f"{LOG_LABEL}={workflow}")
+        listed = api.list_namespaced_pod(namespace, label_selector=f"{WORKFLOW_LABEL}={workflow}")
     except config.ConfigException as e:
         raise PermanentError(f"no kube config for pod logs: {e}; set KUBECONFIG") from None
     except Exception as e:

@@ -1,4 +1,4 @@
-"""Retry rules per step kind, implementing the exit-code contract of ``shared/DESIGN.md``.
+"""Retry rules per step kind, implementing the exit-code contract (:mod:`gangway.contract`).
 
 Retry only what may succeed next time:
 
@@ -7,21 +7,40 @@ Retry only what may succeed next time:
 * it was killed — 137 (SIGKILL, e.g. OOM or a lost node) or 143 (SIGTERM, preemption).
 
 Never a permanent error (exit 1 or anything else). Backoff is bounded, and a retry avoids the
-node that just failed (``affinity.nodeAntiAffinity``). The local executor reads these same
-fields from the compiled manifest, so the rules are tested where they run.
+node that just failed (``affinity.nodeAntiAffinity``).
+
+Writing the rules (:func:`retry_strategy`) and reading them (:func:`next_retry`: whether a
+failed attempt is retried and after how long, as Argo decides it) live together: the local
+executor reads these same fields from the compiled manifest, so the rules are tested where
+they run.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from hera.workflows import RetryStrategy
 from hera.workflows.models import Backoff, RetryAffinity, RetryNodeAntiAffinity
 
-__all__ = ["RETRYABLE_EXIT_CODES", "StepKind", "retry_expression", "retry_strategy"]
+from gangway.argo.errors import UnsupportedConstruct
+from gangway.argo.expressions import evaluate
+from gangway.contract import EXIT_KILLED, EXIT_PREEMPTED, EXIT_TRANSIENT
 
-RETRYABLE_EXIT_CODES = (75, 137, 143)
+__all__ = [
+    "RETRYABLE_EXIT_CODES",
+    "RETRY_POLICIES",
+    "LastAttempt",
+    "StepKind",
+    "duration_seconds",
+    "next_retry",
+    "retry_expression",
+    "retry_strategy",
+]
+
+RETRYABLE_EXIT_CODES = (EXIT_TRANSIENT, EXIT_KILLED, EXIT_PREEMPTED)
 StepKind = Literal["io", "compute", "gang"]
 
 
@@ -60,3 +79,74 @@ def retry_strategy(kind: StepKind) -> RetryStrategy:
         ),
         affinity=RetryAffinity(node_anti_affinity=RetryNodeAntiAffinity()),
     )
+
+
+# ---- reading a retryStrategy: Argo's decision, as pure functions ----------------------------
+
+RETRY_POLICIES: dict[str, frozenset[str]] = {
+    "Always": frozenset({"Failed", "Error"}),
+    "OnFailure": frozenset({"Failed"}),
+    "OnError": frozenset({"Error"}),
+    "OnTransientError": frozenset({"Error"}),
+}
+"""Each ``retryPolicy`` → the node phases it retries (a pod-level error is ``Error``)."""
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+
+
+@dataclass(frozen=True)
+class LastAttempt:
+    """How an attempt ended, as ``retryStrategy.expression`` sees it (``lastRetry.*``)."""
+
+    status: str
+    """Failed (the step's own non-zero exit) or Error (killed, or the platform failed)."""
+    exit_code: int | None
+    message: str
+
+
+def duration_seconds(text: str | int | None) -> float:
+    """An Argo backoff duration (``30s``, ``2m``, ``1.5h``, ``500ms``, a bare number of
+    seconds) in seconds."""
+    if text is None:
+        return 0.0
+    m = _DURATION.match(str(text).strip())
+    if not m:
+        raise UnsupportedConstruct(f"retry backoff duration {text!r} is not supported locally")
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def _may_retry(strategy: Mapping[str, Any], last: LastAttempt) -> bool:
+    policy = str(strategy.get("retryPolicy", "OnFailure"))
+    if policy not in RETRY_POLICIES:
+        raise UnsupportedConstruct(f"retryPolicy {policy!r} is not supported locally")
+    if last.status not in RETRY_POLICIES[policy]:
+        return False
+    if expr := strategy.get("expression"):
+        scope = {
+            "lastRetry.status": last.status,
+            "lastRetry.exitCode": "" if last.exit_code is None else str(last.exit_code),
+            "lastRetry.message": last.message,
+        }
+        return bool(evaluate(str(expr), scope))
+    return True
+
+
+def next_retry(
+    strategy: Mapping[str, Any], last: LastAttempt, *, retries_done: int, elapsed: float
+) -> float | None:
+    """Seconds to wait before retrying a node whose latest attempt ended as ``last``, or None
+    when it is not retried: the limit is reached, the policy or expression says no, or the
+    backoff's ``maxDuration`` (since the first attempt started) would be passed.
+
+    ``strategy`` is the template's ``retryStrategy`` with ``limit`` already substituted;
+    ``retries_done`` counts the retries before this decision; the delay is ``duration ×
+    factor^retries_done``."""
+    if retries_done >= int(strategy.get("limit", 0)) or not _may_retry(strategy, last):
+        return None
+    backoff = strategy.get("backoff") or {}
+    delay = duration_seconds(backoff.get("duration")) * float(backoff.get("factor", 1)) ** (
+        retries_done
+    )
+    if backoff.get("maxDuration") and elapsed + delay > duration_seconds(backoff["maxDuration"]):
+        return None
+    return delay

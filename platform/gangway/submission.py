@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gangway.compiler import check_parameter_names
+from gangway.contract import PIPELINE_LABEL
 from gangway.errors import PermanentError, TransientError
 
 __all__ = [
@@ -86,7 +87,7 @@ def pipeline_of(obj: Mapping[str, Any]) -> str:
     """The pipeline an object runs: its ``gangway.dev/pipeline`` label, else its name."""
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
-    return str(labels.get("gangway.dev/pipeline") or meta.get("name") or meta.get("generateName"))
+    return str(labels.get(PIPELINE_LABEL) or meta.get("name") or meta.get("generateName"))
 
 
 def with_experiments(plan: Plan, experiment_ids: Mapping[str, str]) -> Plan:

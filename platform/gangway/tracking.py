@@ -10,11 +10,10 @@ as the tracker opens, so the ~2 s import overlaps with the step's own work.
 If MLflow cannot be reached the step still succeeds and says so on stderr: lineage must never
 fail the work it describes. The next step — or ``gangway lineage sync`` — sends it later.
 
-Environment read: ``MLFLOW_TRACKING_URI`` (tracking is off without it), ``GANGWAY_PIPELINE``,
-``GANGWAY_WORKFLOW_NAME``, ``GANGWAY_WORKFLOW_UID``, ``GANGWAY_NAMESPACE``,
-``GANGWAY_CLUSTER``, ``GANGWAY_GIT_SHA``, ``GANGWAY_IMAGE``, ``GANGWAY_WORKFLOW_PARAMS``,
-``GANGWAY_STEP``, ``GANGWAY_LINEAGE_SPOOL`` and ``GANGWAY_OUTPUTS`` (where the step writes its
-``mlflow_run_url`` output parameter).
+Environment read: the step environment of :mod:`gangway.contract` — ``MLFLOW_TRACKING_URI``
+(tracking is off without it), the workflow's identity and parameters, ``GANGWAY_STEP``,
+``GANGWAY_LINEAGE_SPOOL`` and ``GANGWAY_OUTPUTS`` (where the step writes its ``mlflow_run_url``
+output parameter).
 """
 
 from __future__ import annotations
@@ -28,7 +27,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gangway.errors import EXIT_PREEMPTED
+from gangway.contract import (
+    ENV_LINEAGE_SPOOL,
+    ENV_OUTPUTS,
+    ENV_STEP,
+    ENV_TRACKING_URI,
+    EXIT_PREEMPTED,
+    param_value,
+    tag,
+)
 from gangway.lineage import SyncReport, default_spool, sync
 from gangway.lineage.records import (
     CheckpointRef,
@@ -37,7 +44,6 @@ from gangway.lineage.records import (
     Registration,
     Status,
     StepRecord,
-    T,
     WorkflowInfo,
     now_ms,
     workflow_from_env,
@@ -55,14 +61,12 @@ class StepTracker:
         self, step: str | None = None, env: Mapping[str, str] | None = None, node: str = ""
     ) -> None:
         env = os.environ if env is None else env
-        self.uri = env.get("MLFLOW_TRACKING_URI", "")
+        self.uri = env.get(ENV_TRACKING_URI, "")
         self.enabled = bool(self.uri)
         wf = workflow_from_env(env)
-        self.record = StepRecord(
-            workflow=wf, step=step or env.get("GANGWAY_STEP", "step"), node=node
-        )
-        self.spool = Spool(env.get("GANGWAY_LINEAGE_SPOOL") or default_spool(wf.uid))
-        self.outputs_dir = env.get("GANGWAY_OUTPUTS", "")
+        self.record = StepRecord(workflow=wf, step=step or env.get(ENV_STEP, "step"), node=node)
+        self.spool = Spool(env.get(ENV_LINEAGE_SPOOL) or default_spool(wf.uid))
+        self.outputs_dir = env.get(ENV_OUTPUTS, "")
         self.run_id: str | None = None
         self.url: str | None = None
         self._import: threading.Thread | None = None
@@ -70,7 +74,7 @@ class StepTracker:
     # ---- recording (cheap, in memory) ------------------------------------------------------
 
     def log_params(self, params: Mapping[str, Any]) -> None:
-        self.record.params.update({k: str(v)[:6000] for k, v in params.items()})
+        self.record.params.update({k: param_value(v) for k, v in params.items()})
 
     def log_metric(
         self, key: str, value: float, step: int = 0, *, checkpoint: str | None = None
@@ -199,7 +203,7 @@ def record_workflow(
         step="workflow",
         status=status,
         end_ms=None if status == "RUNNING" else now_ms(),
-        tags={f"{T}.phase": phase} if phase else {},
+        tags={tag("phase"): phase} if phase else {},
     )
     try:
         if status != "RUNNING":

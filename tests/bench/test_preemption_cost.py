@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from hera.workflows import DAG, Task
 
-from gangway.local import LocalExecutor, workflow_from_template
+from gangway.local import Clock, LocalExecutor, workflow_from_template
 from gangway.pipeline import gang_step, pipeline
 from tests.conftest import REPO
 from tests.test_fault_injection import _logged_steps, _training_workers
@@ -71,7 +71,7 @@ def _workflow(corpus: str, state: Path, every: int) -> dict[str, Any]:
 
 
 def _timed(corpus: str, state: Path, every: int, kill_at: int | None) -> float:
-    ex = LocalExecutor(_workflow(corpus, state, every), state, sleep=lambda s: None)
+    ex = LocalExecutor(_workflow(corpus, state, every), state, clock=Clock(sleep=lambda s: None))
 
     def killer() -> None:
         while True:

@@ -11,6 +11,7 @@ import yaml
 from rich.table import Table
 
 from gangway.cli._output import console, err_console
+from gangway.cli.options import load_manifests, parse_params
 from gangway.errors import PermanentError
 
 __all__ = ["deploy_cmd", "links_cmd", "logs_cmd", "status_cmd", "submit_cmd"]
@@ -21,16 +22,6 @@ ClusterOpt = Annotated[
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="print the objects, send nothing")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="defaults to the cluster's")]
 ManifestArg = Annotated[Path, typer.Argument(help="a pipeline file (.py) or YAML manifests")]
-
-
-def _manifests(path: Path) -> list[dict[str, Any]]:
-    if path.suffix == ".py":
-        from gangway.compiler import compile_pipeline
-
-        return [compile_pipeline(path)]
-    if not path.is_file():
-        raise PermanentError(f"{path}: no such file")
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 def _lint_or_fail(objs: list[dict[str, Any]], values: dict[str, str] | None = None) -> None:
@@ -128,11 +119,10 @@ def submit_cmd(
     dry_run: DryRunOpt = False,
 ) -> None:
     """Lint, create-or-update the WorkflowTemplate, and start a Workflow from it."""
-    from gangway.cli.pipelines import _params
     from gangway.submission import submit_plan
 
-    objs = _manifests(pipeline)
-    params = _params(param)
+    objs = load_manifests(pipeline)
+    params = parse_params(param)
     _lint_or_fail(objs, params)
     if dry_run:
         plan = submit_plan(
@@ -165,7 +155,7 @@ def deploy_cmd(
     """Create-or-update WorkflowTemplates and CronWorkflows (running it twice changes nothing)."""
     from gangway.submission import deploy_plan
 
-    objs = _manifests(pipeline)
+    objs = load_manifests(pipeline)
     _lint_or_fail(objs)
     if dry_run:
         plan = _link_mlflow(

@@ -4,33 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-import yaml
 from rich.table import Table
 
 from gangway.cli._output import console
+from gangway.cli.options import load_manifests, parse_params
 from gangway.errors import PermanentError
 
 __all__ = ["lint_cmd"]
-
-
-def _objects(target: Path) -> list[dict[str, Any]]:
-    if target.suffix == ".py":
-        from gangway.compiler import compile_pipeline
-
-        return [compile_pipeline(target)]
-    if not target.is_file():
-        raise PermanentError(f"{target}: no such file (give a pipeline .py or a YAML manifest)")
-    try:
-        docs = [d for d in yaml.safe_load_all(target.read_text()) if d]
-    except yaml.YAMLError as e:
-        raise PermanentError(f"{target}: not valid YAML: {e}") from None
-    bad = [i for i, d in enumerate(docs) if not isinstance(d, dict)]
-    if bad:
-        raise PermanentError(f"{target}: document {bad[0] + 1} is not a Kubernetes object")
-    return docs
 
 
 def lint_cmd(
@@ -61,11 +44,10 @@ def lint_cmd(
     Every finding names the object, the field path and what to do; the exit code is 1 when
     there is any error.
     """
-    from gangway.cli.pipelines import _params
     from gangway.lint import CrdSchemas, lint_manifest
     from gangway.lint.values import check_values, with_values
 
-    values = _params(param)
+    values = parse_params(param)
     if context is not None:
         schemas = CrdSchemas.from_cluster(context)
     elif crds is not None:
@@ -81,7 +63,7 @@ def lint_cmd(
     findings = []
     count = 0
     for target in targets:
-        for obj in _objects(target):
+        for obj in load_manifests(target):
             count += 1
             filled = with_values(obj, values) if values else obj
             # Each value alone too: one that breaks a manifest would hide what another does.

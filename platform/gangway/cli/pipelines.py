@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shlex
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,20 +15,13 @@ from rich.live import Live
 from rich.table import Table
 
 from gangway.cli._output import console, err_console
-from gangway.errors import PermanentError
+from gangway.cli.options import ParamOpt, PipelineArg, StateDirOpt, parse_params
 
 if TYPE_CHECKING:
-    from gangway.local import NodeResult, RunResult
-    from gangway.local.runs import LocalRun
-    from gangway.tracking import WorkflowState
+    from gangway.local import LocalExecutor, NodeResult
+    from gangway.local.session import Finished, Watch
 
 __all__ = ["compile_cmd", "retry_cmd", "run_cmd"]
-
-PipelineArg = Annotated[Path, typer.Argument(help="a pipeline file, e.g. pipelines/x.py")]
-ParamOpt = Annotated[
-    list[str] | None,
-    typer.Option("-p", "--param", help="override a workflow parameter: -p name=value"),
-]
 
 
 def compile_cmd(
@@ -46,16 +37,6 @@ def compile_cmd(
         console.print(f"wrote {output}")
     else:
         typer.echo(text, nl=False)
-
-
-def _params(items: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or []:
-        k, sep, v = item.partition("=")
-        if not sep or not k:
-            raise PermanentError(f"-p {item!r}: expected name=value, e.g. -p train-steps=100")
-        out[k] = v  # the last of a name wins, as with `argo submit -p`
-    return out
 
 
 _STYLE = {
@@ -93,9 +74,6 @@ def _short(v: str, n: int = 60) -> str:
     return v if len(v) <= n else v[: n - 1] + "…"
 
 
-StateDirOpt = Annotated[
-    Path, typer.Option(help="local state: storage, logs, the MLflow store, runs to retry")
-]
 ParallelismOpt = Annotated[
     int, typer.Option(min=1, help="fanned-out steps run side by side, at most this many")
 ]
@@ -128,10 +106,23 @@ def run_cmd(
     checkpoint), whatever is left after --grace-period is killed, the MLflow runs are closed,
     and `gangway retry` resumes it.
     """
-    from gangway.local.runs import prepare_run
+    from gangway.lint import CrdSchemas
+    from gangway.lint.values import values_check
+    from gangway.local.session import run_pipeline
 
-    run = prepare_run(pipeline, _params(param), state_dir)
-    _execute(run, parallelism, grace)
+    values = parse_params(param)
+    check = values_check(CrdSchemas.from_env())
+    with _LiveTable() as live:
+        finished = run_pipeline(
+            pipeline,
+            values,
+            state_dir,
+            parallelism=parallelism,
+            grace=grace,
+            watch=live.watch(),
+            check=check,
+        )
+    _report(finished)
 
 
 def retry_cmd(
@@ -148,137 +139,94 @@ def retry_cmd(
     Steps that succeeded are not run again (their recorded outputs are used); failed and
     interrupted steps run again, and training resumes from its newest checkpoint.
     """
-    from gangway.local.runs import resume_run
+    from gangway.local.session import retry_pipeline
 
-    run = resume_run(state_dir, workflow)
-    _execute(run, parallelism, grace, retry=True)
+    def started(ex: LocalExecutor) -> None:
+        console.print(
+            f"retrying {ex.name} (uid {ex.uid}): {len(ex.previous)} step(s) succeeded before "
+            "and are kept",
+            highlight=False,
+        )
 
-
-def _execute(run: LocalRun, parallelism: int, grace: float, *, retry: bool = False) -> None:
-    """Run alone (a second run of the same workflow is refused), with a live table; a stop
-    signal stops the run (a second one kills at once); then record its end and report."""
-    from gangway.local.runs import close_run, hold, reopen_run
-
-    with hold(run) as leftovers:
-        if leftovers:
-            err_console.print(
-                f"[yellow]killed {len(leftovers)} process(es) an earlier attempt of {run.name} "
-                "left running (its gangway was killed outright)[/]"
-            )
-        if retry:
-            kept = sum(n.phase == "Succeeded" for n in run.previous.values())
-            console.print(
-                f"retrying {run.name} (uid {run.saved.uid}): {kept} step(s) succeeded before "
-                "and are kept",
-                highlight=False,
-            )
-            state = reopen_run(run)
-            if state is not None and state.error:
-                err_console.print(
-                    f"[yellow]warning: MLflow not told of the retry yet: {state.error}[/]"
-                )
-        result = _live_run(run, parallelism, grace)
-        with _forward_signals(_Closing()):
-            state = close_run(run, result)
-            _report(run, result, state)
+    with _LiveTable(started) as live:
+        finished = retry_pipeline(
+            state_dir, workflow, parallelism=parallelism, grace=grace, watch=live.watch()
+        )
+    _report(finished)
 
 
-def _live_run(run: LocalRun, parallelism: int, grace: float) -> RunResult:
-    """Execute ``run`` with the live table; the stop signals go to the executor."""
-    from gangway.local.runs import executor
+class _LiveTable:
+    """The steps of the run as a live table (events come from step threads, the view from
+    rich's refresher); warnings are printed above it."""
 
-    done: list[NodeResult] = []
-    running: dict[str, NodeResult] = {}
-    lock = threading.Lock()  # events come from step threads, the view from rich's refresher
-    t0 = time.monotonic()
-    ex = executor(run, parallelism=parallelism, grace=grace)
+    def __init__(self, started: Callable[[LocalExecutor], None] | None = None) -> None:
+        self.started = started
+        self.ex: LocalExecutor | None = None
+        self.done: list[NodeResult] = []
+        self.running: dict[str, NodeResult] = {}
+        self.lock = threading.Lock()
+        self.t0 = time.monotonic()
+        self.live = Live(
+            get_renderable=self.view, console=console, refresh_per_second=4, transient=True
+        )
 
-    def view() -> Table:
-        title = f"{run.name}  ({time.monotonic() - t0:.0f}s)"
-        if ex.procs.stopping is not None:
-            title += f"  stopping ({signal.Signals(ex.procs.stopping).name}): Ctrl-C again kills"
-        with lock:
-            nodes = [*done, *running.values()]
+    def __enter__(self) -> _LiveTable:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(None, None, None)
+
+    def watch(self) -> Watch:
+        from gangway.local.session import Watch
+
+        return Watch(on_event=self.event, on_start=self.start, notify=self.warn)
+
+    def start(self, ex: LocalExecutor) -> None:
+        self.ex, self.t0 = ex, time.monotonic()
+        if self.started is not None:
+            self.started(ex)
+
+    def event(self, node: NodeResult) -> None:
+        with self.lock:
+            if node.phase in ("Running", "Pending"):
+                self.running[node.name] = node
+            else:
+                self.running.pop(node.name, None)
+                self.done.append(node)
+
+    @staticmethod
+    def warn(message: str) -> None:
+        err_console.print(f"[yellow]{message}[/]", soft_wrap=True, highlight=False)
+
+    def view(self) -> Table:
+        if self.ex is None:
+            return Table(title="preparing the run…")
+        title = f"{self.ex.name}  ({time.monotonic() - self.t0:.0f}s)"
+        if self.ex.procs.stopping is not None:
+            stop = signal.Signals(self.ex.procs.stopping).name
+            title += f"  stopping ({stop}): Ctrl-C again kills"
+        with self.lock:
+            nodes = [*self.done, *self.running.values()]
         return _table(nodes, title)
 
-    def event(node: NodeResult) -> None:
-        with lock:
-            if node.phase in ("Running", "Pending"):
-                running[node.name] = node
-            else:
-                running.pop(node.name, None)
-                done.append(node)
 
-    ex.on_event = _chain(ex.on_event, event)
-    with (
-        Live(get_renderable=view, console=console, refresh_per_second=4, transient=True),
-        _forward_signals(ex.interrupt),
-    ):
-        return ex.run()
-
-
-def _chain(*fns: Callable[[NodeResult], None]) -> Callable[[NodeResult], None]:
-    def both(node: NodeResult) -> None:
-        for fn in fns:
-            fn(node)
-
-    return both
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""Ctrl-C, a kill, a closed terminal or a dropped ssh session: each stops the run cleanly."""
-
-
-@contextlib.contextmanager
-def _forward_signals(handler: Callable[[int], None]) -> Iterator[None]:
-    """The stop signals stop the run instead of killing this process."""
-    previous = {sig: signal.signal(sig, lambda n, frame: handler(n)) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-class _Closing:
-    """While the run's end is recorded: a first stop signal waits for it (a few seconds at
-    most), a second one quits at once."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-
-    def __call__(self, sig: int) -> None:
-        if self.signal is not None:
-            raise KeyboardInterrupt
-        self.signal = sig
-        err_console.print("[yellow]recording the run's end; a second signal quits at once[/]")
-
-
-def _report(run: LocalRun, result: RunResult, state: WorkflowState | None) -> None:
+def _report(finished: Finished) -> None:
     """The summary table, where everything is, what to run next; exit with the run's code."""
-    q = shlex.quote
-    console.print(_table(result.nodes, f"{result.name}: {_phase(result)} in {result.seconds:.0f}s"))
-    storage_root = result.parameters.get("storage-root", "")
-    where = [f"run:     {storage_root}/runs/{result.uid}", f"logs:    {result.state_dir}/logs"]
-    tracking = result.parameters.get("mlflow-tracking-uri", "")
-    if state is not None:
-        exp = f"experiment {run.pipeline_name!r}"
-        where.append(f"mlflow:  {exp}, workflow run {state.parent or '(not yet recorded)'}")
-        if state.url and state.url.startswith(("http://", "https://")):
-            where.append(f"         {state.url}")
-        if tracking.startswith("sqlite:"):
-            where.append(f"         mlflow ui --backend-store-uri {q(tracking)}")
-        where.append(
-            f"lineage: gangway lineage {q('workflow:' + result.name)} --tracking-uri {q(tracking)}"
-        )
-    where.append(f"params:  {json.dumps(result.parameters)}")
-    for line in where:
+    result = finished.result
+    console.print(
+        _table(result.nodes, f"{result.name}: {_phase(finished)} in {result.seconds:.0f}s")
+    )
+    for label, text in [*finished.locations(), ("params", json.dumps(result.parameters))]:
+        line = f"{label + ':' if label else '':<9}{text}"
         console.print(line, soft_wrap=True, highlight=False, markup=False)
-    if state is not None and (state.error or state.pending):
-        sync = f"gangway lineage sync --spool {q(run.spool)} --tracking-uri {q(tracking)}"
+    if finished.unsent is not None:
+        state = finished.lineage
+        assert state is not None
         err_console.print(
             f"[yellow]warning: {max(state.pending, 1)} lineage record(s) not in MLflow yet "
-            f"({state.error or 'pending'}); they are spooled — send them with: {sync}[/]",
+            f"({state.error or 'pending'}); they are spooled — send them with: "
+            f"{finished.unsent}[/]",
             soft_wrap=True,
             highlight=False,
         )
@@ -295,14 +243,11 @@ def _report(run: LocalRun, result: RunResult, state: WorkflowState | None) -> No
             soft_wrap=True,
             highlight=False,
         )
-    state_dir = q(str(run.state_dir.resolve()))
-    console.print(
-        f"resume with: gangway retry {q(result.name)} --state-dir {state_dir}", highlight=False
-    )
+    console.print(f"resume with: {finished.retry_command}", highlight=False)
     raise typer.Exit(128 + result.interrupted if result.interrupted else 1)
 
 
-def _phase(result: RunResult) -> str:
-    if result.interrupted is not None:
-        return f"Interrupted ({signal.Signals(result.interrupted).name})"
-    return result.phase
+def _phase(finished: Finished) -> str:
+    if finished.result.interrupted is not None:
+        return f"Interrupted ({signal.Signals(finished.result.interrupted).name})"
+    return finished.result.phase

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gangway.contract import ENV_PIPELINE, ENV_WORKFLOW_PARAMS, TAG_PREFIX, WORKFLOW_IDENTITY_ENV
+
 __all__ = [
     "CheckpointRef",
     "DatasetRef",
@@ -32,8 +34,8 @@ __all__ = [
 
 Status = Literal["RUNNING", "FINISHED", "FAILED", "KILLED"]
 
-T = "gangway"
-"""Prefix of every MLflow tag Gangway writes."""
+T = TAG_PREFIX
+"""Prefix of every MLflow tag Gangway writes (:data:`gangway.contract.TAG_PREFIX`)."""
 
 
 def now_ms() -> int:
@@ -168,14 +170,9 @@ def _params(raw: str) -> dict[str, str]:
 
 
 def workflow_from_env(env: Mapping[str, str]) -> WorkflowInfo:
-    """The workflow identity the pipeline passes to every step (see :mod:`gangway.pipeline`)."""
+    """The workflow identity the pipeline passes to every step (:mod:`gangway.contract`)."""
     return WorkflowInfo(
-        pipeline=env.get("GANGWAY_PIPELINE") or "adhoc",
-        name=env.get("GANGWAY_WORKFLOW_NAME", ""),
-        uid=env.get("GANGWAY_WORKFLOW_UID", ""),
-        namespace=env.get("GANGWAY_NAMESPACE", ""),
-        cluster=env.get("GANGWAY_CLUSTER", ""),
-        git_sha=env.get("GANGWAY_GIT_SHA", ""),
-        image=env.get("GANGWAY_IMAGE", ""),
-        parameters=_params(env.get("GANGWAY_WORKFLOW_PARAMS", "")),
+        pipeline=env.get(ENV_PIPELINE) or "adhoc",
+        parameters=_params(env.get(ENV_WORKFLOW_PARAMS, "")),
+        **{field: env.get(var, "") for field, var in WORKFLOW_IDENTITY_ENV.items()},
     )

@@ -4,7 +4,7 @@
    Job inside each resource template) against the openAPIV3Schema of the installed CRDs
    (:mod:`gangway.lint.crds`), unknown fields included.
 2. **Semantics** Argo checks — names, template and task references, declared parameters, DAG
-   cycles, retry policies, resource conditions (:mod:`gangway.lint.argo`).
+   cycles, retry policies, resource conditions (:mod:`gangway.lint.argo_rules`).
 3. **Platform rules** — whole gangs, GPU type selection, Pod Security "restricted", secrets by
    reference (:mod:`gangway.lint.platform_rules`).
 
@@ -17,13 +17,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gangway.argo.manifests import fill_manifest
+from gangway.argo.scope import inputs_scope, parameter_values, workflow_scope, workflow_spec
+from gangway.argo.substitution import fill_known
 from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
-from gangway.lint.argo import check_workflow, workflow_spec
+from gangway.lint.argo_rules import check_workflow
 from gangway.lint.crds import CrdSchemas
 from gangway.lint.platform_rules import check_gang, check_launch, check_pod
 from gangway.lint.structural import validate_structure
-from gangway.volcano import JOB_API_VERSION
+from gangway.volcano import is_job, pod_specs
 
 __all__ = ["CrdSchemas", "Finding", "lint_manifest"]
 
@@ -88,11 +91,8 @@ def _lint_resource(
     schemas: CrdSchemas | None,
     tp: str,
 ) -> list[Finding]:
-    from gangway.local._subst import fill_manifest
-
     where = f"resource in template {template.get('name')}"
-    scope = _lint_scope(template, spec)
-    scope.update({f"workflow.labels.{k}": str(v) for k, v in labels.items()})
+    scope = _lint_scope(template, spec, labels)
     try:
         job = fill_manifest(manifest, scope, where="")
     except PermanentError as e:
@@ -101,11 +101,9 @@ def _lint_resource(
         return [Finding(where, f"{tp}.resource.manifest", "is not a Kubernetes object")]
     name = f"{job.get('kind')} in template {template.get('name')}"
     findings = validate_structure(job, schemas, name) if schemas is not None else []
-    if job.get("apiVersion") == JOB_API_VERSION and job.get("kind") == "Job":
+    if is_job(job):
         findings += check_gang(job, name)
-        for j, task in enumerate((job.get("spec") or {}).get("tasks") or []):
-            pod = (task.get("template") or {}).get("spec") or {}
-            path = f"spec.tasks[{j}].template.spec"
+        for path, pod in pod_specs(job):
             containers = pod.get("containers") or []
             paths = [f"{path}.containers[{k}]" for k in range(len(containers))]
             findings += check_pod(containers, pod, path, name, paths)
@@ -114,23 +112,19 @@ def _lint_resource(
     return findings
 
 
-def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, str]:
+def _lint_scope(
+    template: Mapping[str, Any], spec: Mapping[str, Any], labels: Mapping[str, str]
+) -> dict[str, str]:
     """Values Argo would substitute: the workflow parameters' values and the first calling
     task's arguments (a plain stand-in for what is only known at run time: task outputs,
     items)."""
-    from gangway.local._subst import fill_known, parameters_json
-
-    wf = {
-        p["name"]: str(p.get("value", ""))
-        for p in (spec.get("arguments") or {}).get("parameters") or []
-    }
-    scope = {
-        "workflow.name": "lint-workflow",
-        "workflow.uid": "00000000-0000-0000-0000-0",
-        "workflow.namespace": "default",
-    }
-    scope.update({f"workflow.parameters.{k}": v for k, v in wf.items()})
-    scope["workflow.parameters.json"] = parameters_json(wf)
+    scope = workflow_scope(
+        name="lint-workflow",
+        uid="00000000-0000-0000-0000-0",
+        namespace="default",
+        parameters=parameter_values(spec),
+        labels=labels,
+    )
     inputs = {
         p["name"]: str(p.get("value", p.get("default", "x")))
         for p in (template.get("inputs") or {}).get("parameters") or []
@@ -141,5 +135,4 @@ def _lint_scope(template: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[st
                 for a in (task.get("arguments") or {}).get("parameters") or []:
                     inputs[a["name"]] = fill_known(str(a.get("value", "")), scope, "placeholder")
                 break
-    scope.update({f"inputs.parameters.{k}": v for k, v in inputs.items()})
-    return scope
+    return {**scope, **inputs_scope(inputs)}

@@ -8,6 +8,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gangway.lint._findings import Finding
+from gangway.step.launch import count_problem
+from gangway.volcano import gang_problems
 
 __all__ = ["GPU_PRODUCT_LABEL", "check_gang", "check_launch", "check_pod"]
 
@@ -17,84 +19,23 @@ _SECRETISH = re.compile(r"(PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|ACCESS_KEY|PRIVA
 
 
 def check_gang(job: Mapping[str, Any], name: str) -> list[Finding]:
-    """Gang rule: minAvailable equals the pod count, so the whole gang is admitted or none."""
-    spec = job.get("spec") or {}
-    tasks = spec.get("tasks") or []
-    if "minAvailable" not in spec:
-        return [
-            Finding(
-                name,
-                "spec.minAvailable",
-                "missing: set it to the number of pods so the gang is scheduled all together",
-            )
-        ]
-    raw = {f"spec.tasks[{i}].replicas": t.get("replicas", 0) for i, t in enumerate(tasks)}
-    raw["spec.minAvailable"] = spec["minAvailable"]
-    not_ints = [
-        Finding(name, path, f"{v!r} is not a whole number of pods")
-        for path, v in raw.items()
-        if isinstance(v, bool) or not isinstance(v, int)
-    ]
-    if not_ints:
-        return not_ints
-    counts = [int(t.get("replicas", 0)) for t in tasks]
-    min_available = int(spec["minAvailable"])
-    negative = [
-        Finding(name, f"spec.tasks[{i}].replicas", f"is {c}; a task cannot have fewer than 0 pods")
-        for i, c in enumerate(counts)
-        if c < 0
-    ]
-    if min_available < 1:
-        return [
-            *negative,
-            Finding(
-                name,
-                "spec.minAvailable",
-                f"is {min_available}; a gang needs at least 1 pod",
-            ),
-        ]
-    pods = sum(counts)
-    if negative:
-        return negative
-    if min_available != pods:
-        return [
-            Finding(
-                name,
-                "spec.minAvailable",
-                f"is {min_available} but the job has {pods} "
-                "pods; a partial gang deadlocks distributed training — make them equal",
-            )
-        ]
-    return []
-
-
-_LAUNCH_FLAGS = {"--nnodes": "pods", "--nproc-per-node": "processes per pod"}
-_NPROC_WORDS = {"auto", "cpu", "gpu", "xpu"}
+    """Gang rule: minAvailable equals the pod count, so the whole gang is admitted or none
+    (:func:`gangway.volcano.gang_problems`)."""
+    return [Finding(name, path, message) for path, message in gang_problems(job)]
 
 
 def check_launch(container: Mapping[str, Any], path: str, name: str) -> list[Finding]:
     """Gang rule: the torchrun counts a gang pod starts with are positive (torchrun asserts
-    otherwise, and an assertion reads as a lost peer, so the gang would restart in vain)."""
+    otherwise, and an assertion reads as a lost peer, so the gang would restart in vain);
+    the launcher's own rule (:func:`gangway.step.launch.count_problem`)."""
     out = []
-    args = [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
-    for i, arg in enumerate(args):
+    command = list(container.get("command") or [])
+    for i, arg in enumerate(str(a) for a in [*command, *(container.get("args") or [])]):
         key, _, value = arg.partition("=")
-        what = _LAUNCH_FLAGS.get(key.replace("_", "-"))
-        if what is None or "$(" in value:
-            continue
-        ok = all(p.isdigit() and int(p) > 0 for p in value.split(":")) or (
-            key != "--nnodes" and value in _NPROC_WORDS
-        )
-        if not ok:
-            field = "args" if i >= len(container.get("command") or []) else "command"
-            index = i - len(container.get("command") or []) if field == "args" else i
-            out.append(
-                Finding(
-                    name,
-                    f"{path}.{field}[{index}]",
-                    f"{arg}: must be a positive number of {what}",
-                )
-            )
+        problem = None if "$(" in value else count_problem(key, value)
+        if problem is not None:
+            field, index = ("command", i) if i < len(command) else ("args", i - len(command))
+            out.append(Finding(name, f"{path}.{field}[{index}]", f"{arg}: {problem}"))
     return out
 
 

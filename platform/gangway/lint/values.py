@@ -3,14 +3,14 @@
 Argo fills placeholders into a resource template's manifest as text, so a value can change
 what a manifest *is*, not just what it says. Before anything runs or is sent, ``gangway run``,
 ``submit`` and ``lint`` fill every manifest with the supplied values the way Argo will and lint
-the result (see :func:`gangway.local._subst.fill_manifest` for the structure check); a finding
+the result (see :func:`gangway.argo.manifests.fill_manifest` for the structure check); a finding
 that the defaults do not have is the values' doing, and is reported with the parameter named.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -98,6 +98,20 @@ def check_values(
         together = _errors(with_values(obj, changed), schemas)
         out += [ValueFinding((), f) for k, f in together.items() if k not in seen]
     return out
+
+
+def values_check(
+    schemas: CrdSchemas | None,
+) -> Callable[[Mapping[str, Any], Mapping[str, str], Mapping[str, str]], None]:
+    """:func:`refuse_bad_values` against ``schemas``: the check ``gangway run`` gives
+    :func:`gangway.local.run_pipeline`."""
+
+    def check(
+        obj: Mapping[str, Any], values: Mapping[str, str], sources: Mapping[str, str]
+    ) -> None:
+        refuse_bad_values(obj, values, schemas, sources)
+
+    return check
 
 
 def refuse_bad_values(

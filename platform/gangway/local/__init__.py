@@ -1,5 +1,9 @@
 """Local execution of a compiled Argo Workflow: the same object that is sent to the cluster.
 
+:func:`run_pipeline` (and :func:`retry_pipeline`) is the library call behind ``gangway run``
+(and ``gangway retry``): compile, record, execute, record the end in MLflow
+(:mod:`gangway.local.session`, :mod:`gangway.local.runs`).
+
 :class:`LocalExecutor` walks the DAG of the compiled manifest — parameters, outputs, ``withParam``
 / ``withItems`` fan-out, ``when``, ``retryStrategy`` — and runs each step's container command in
 a subprocess; a Volcano Job step runs its pods' command, one process per pod, on 127.0.0.1 with
@@ -7,13 +11,22 @@ the environment Volcano's pytorch plugin would inject. Constructs it does not su
 refused up front with the construct named (:class:`UnsupportedConstruct`).
 """
 
-from gangway.local._model import NodeResult, RunResult, UnsupportedConstruct
-from gangway.local.executor import LocalExecutor, workflow_from_template
+from gangway.local._clock import Clock
+from gangway.local._model import NodeResult, Outcome, RunResult, UnsupportedConstruct
+from gangway.local.executor import LocalExecutor
+from gangway.local.session import Finished, Watch, retry_pipeline, run_pipeline
+from gangway.local.workflow import workflow_from_template
 
 __all__ = [
+    "Clock",
+    "Finished",
     "LocalExecutor",
     "NodeResult",
+    "Outcome",
     "RunResult",
     "UnsupportedConstruct",
+    "Watch",
+    "retry_pipeline",
+    "run_pipeline",
     "workflow_from_template",
 ]

@@ -1,17 +1,27 @@
-"""Result types of a local run."""
+"""What a local run produces: an :class:`Outcome` per attempt, a :class:`NodeResult` per task
+(or fanned-out item), a :class:`RunResult` for the run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gangway.errors import PermanentError
+from gangway.argo.errors import UnsupportedConstruct
 
-__all__ = ["NodeResult", "RunResult", "UnsupportedConstruct"]
+__all__ = ["NodeResult", "Outcome", "RunResult", "UnsupportedConstruct"]
 
 
-class UnsupportedConstruct(PermanentError):
-    """The compiled workflow uses something the local executor does not run."""
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt of a node ended."""
+
+    status: str
+    """Succeeded, Failed (the step's own non-zero exit) or Error (killed by a signal, an
+    output that was not written)."""
+    exit_code: int | None = None
+    message: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+    """Output parameters, when it succeeded."""
 
 
 @dataclass

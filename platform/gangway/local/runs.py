@@ -2,8 +2,10 @@
 ``gangway retry`` do, apart from parsing and rendering.
 
 1. :func:`prepare_run` compiles the pipeline, fills the local defaults (``file://`` storage and
-   a sqlite MLflow store under the state directory, provenance), refuses any value that would
-   break or rewrite a manifest (:mod:`gangway.lint.values`) and records the Workflow;
+   a sqlite MLflow store under the state directory, provenance), lets the caller's check refuse
+   values (``gangway run`` passes :func:`gangway.lint.values.values_check`: any value that
+   would break or rewrite a manifest), refuses what this machine cannot run, and records the
+   Workflow;
    :func:`resume_run` loads a recorded one with the nodes that already succeeded.
 2. :func:`executor` builds the :class:`~gangway.local.LocalExecutor`, recording each node as
    it ends, so an interrupted run can be retried.
@@ -18,12 +20,14 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from gangway.contract import LINEAGE_SPOOL, PIPELINE_LABEL
 from gangway.errors import PermanentError
 from gangway.lineage import sqlite_path, sqlite_uri
 from gangway.lineage.records import Status, WorkflowInfo
 from gangway.local._model import NodeResult, RunResult
-from gangway.local.executor import LocalExecutor, workflow_from_template
+from gangway.local.executor import LocalExecutor
 from gangway.local.state import (
     SavedRun,
     find_run,
@@ -32,10 +36,13 @@ from gangway.local.state import (
     save_nodes,
     save_run,
 )
+from gangway.local.validation import check_supported
+from gangway.local.workflow import workflow_from_template
 from gangway.tracking import WorkflowState, record_workflow
 
 __all__ = [
     "LocalRun",
+    "ValuesCheck",
     "close_run",
     "executor",
     "hold",
@@ -43,8 +50,6 @@ __all__ = [
     "reopen_run",
     "resume_run",
 ]
-
-PIPELINE_LABEL = "gangway.dev/pipeline"
 
 
 @dataclass
@@ -54,6 +59,9 @@ class LocalRun:
     saved: SavedRun
     state_dir: Path
     previous: dict[str, NodeResult] = field(default_factory=dict)
+    """The nodes of the earlier attempt (``gangway retry``)."""
+    retried: bool = False
+    """Whether this is a retry of a recorded run."""
 
     @property
     def name(self) -> str:
@@ -74,9 +82,8 @@ class LocalRun:
 
     @property
     def spool(self) -> str:
-        """Where the steps spool lineage (see :data:`gangway.pipeline.LINEAGE_SPOOL`)."""
-        from gangway.local._subst import substitute
-        from gangway.pipeline import LINEAGE_SPOOL
+        """Where the steps spool lineage (see :data:`gangway.contract.LINEAGE_SPOOL`)."""
+        from gangway.argo.substitution import substitute
 
         scope = {
             "workflow.parameters.storage-root": self.parameters.get("storage-root", ""),
@@ -124,12 +131,22 @@ def absolute_locations(values: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def prepare_run(pipeline: Path, values: Mapping[str, str], state_dir: Path) -> LocalRun:
-    """Compile ``pipeline`` into the Workflow a cluster would run, with ``values``; check the
-    values as they will be substituted; record it in ``state_dir``. Nothing runs yet."""
+ValuesCheck = Callable[[Mapping[str, Any], Mapping[str, str], Mapping[str, str]], None]
+"""Refuses parameter values before a run is recorded: ``(manifest, values, sources)``, where
+``sources`` says how a value was set when not by the caller; raises to refuse."""
+
+
+def prepare_run(
+    pipeline: Path,
+    values: Mapping[str, str],
+    state_dir: Path,
+    *,
+    check: ValuesCheck | None = None,
+) -> LocalRun:
+    """Compile ``pipeline`` into the Workflow a cluster would run, with ``values``; let
+    ``check`` refuse them as they will be substituted; record it in ``state_dir``. Nothing
+    runs yet."""
     from gangway.compiler import compile_pipeline, declared_parameters, import_root
-    from gangway.lint import CrdSchemas
-    from gangway.lint.values import refuse_bad_values
     from gangway.provenance import provenance_params
 
     manifest = compile_pipeline(pipeline)
@@ -138,8 +155,10 @@ def prepare_run(pipeline: Path, values: Mapping[str, str], state_dir: Path) -> L
     derived.update(provenance_params(pipeline, declared, values, cluster="local"))
     overrides = {**derived, **absolute_locations(values)}
     sources = {k: "--state-dir" for k in derived if k in ("storage-root", "mlflow-tracking-uri")}
-    refuse_bad_values(manifest, overrides, CrdSchemas.from_env(), sources)
+    if check is not None:
+        check(manifest, overrides, sources)
     workflow = workflow_from_template(manifest, overrides)
+    check_supported(workflow)  # every construct this machine cannot run, before it is recorded
     # Steps import the pipeline's own module (Hera runner scripts do), as the image would.
     saved = SavedRun(workflow, str(pipeline), env={"PYTHONPATH": str(import_root(pipeline))})
     save_run(state_dir, saved)
@@ -156,7 +175,7 @@ def resume_run(state_dir: Path, ref: str | None) -> LocalRun:
             f"workflow {saved.name} succeeded: nothing to retry (start a new run with "
             "`gangway run`)"
         )
-    return LocalRun(saved, state_dir, nodes)
+    return LocalRun(saved, state_dir, nodes, retried=True)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gangway.local._model import UnsupportedConstruct
+from gangway.argo.errors import UnsupportedConstruct
 
 __all__ = ["evaluate"]
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gangway.local._model import UnsupportedConstruct
+from gangway.argo.errors import UnsupportedConstruct
 
 __all__ = ["depends_on", "resource_condition"]
 

@@ -6,27 +6,20 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gangway.argo.conditions import depends_on, resource_condition
+from gangway.argo.scope import workflow_spec
+from gangway.argo.substitution import PLACEHOLDER
 from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
-from gangway.local._conditions import depends_on, resource_condition
 
-__all__ = ["check_workflow", "workflow_spec"]
+__all__ = ["check_workflow"]
 
 _NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]{0,127}$")
-_VAR = re.compile(r"\{\{\s*(=?)(.*?)\s*\}\}", re.S)
 _REF = re.compile(
     r"(inputs\.parameters|workflow\.parameters|tasks\.([\w-]+)\.outputs\.parameters)"
     r"(?:\.([\w-]+)|\[['\"]([\w-]+)['\"]\])"
 )
 RETRY_POLICIES = {"Always", "OnFailure", "OnError", "OnTransientError"}
-
-
-def workflow_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The Workflow spec of a Workflow/WorkflowTemplate, or of a CronWorkflow's template."""
-    spec = dict(obj.get("spec") or {})
-    if obj.get("kind") == "CronWorkflow":
-        return dict(spec.get("workflowSpec") or {})
-    return spec
 
 
 def _strings(node: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -42,7 +35,7 @@ def _strings(node: Any, path: str) -> Iterator[tuple[str, str]]:
 
 def _refs(text: str) -> Iterator[tuple[str, str | None, str]]:
     """(family, task or None, name) for every parameter reference inside ``{{...}}``."""
-    for m in _VAR.finditer(text):
+    for m in PLACEHOLDER.finditer(text):
         for r in _REF.finditer(m.group(2)):
             yield (
                 r.group(1).split(".")[0] if r.group(2) else r.group(1),

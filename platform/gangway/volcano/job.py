@@ -1,10 +1,5 @@
-"""Typed Volcano objects (``batch.volcano.sh/v1alpha1`` Job) — the only module that knows
-Volcano's field names. Pod-level Kubernetes types come from Hera's generated models.
-
-A gang-scheduled PyTorch job is built with :func:`pytorch_job` and serialised with
-:meth:`VolcanoJob.to_manifest`; the Argo resource template that creates it lives in
-:mod:`gangway.pipeline`.
-"""
+"""Building a Volcano Job: typed objects, serialised with :meth:`VolcanoJob.to_manifest`,
+and the API's constants (version, kind, phases, defaults)."""
 
 from __future__ import annotations
 
@@ -19,7 +14,14 @@ from hera.workflows.models import (
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "COMPLETED",
+    "DEFAULT_MAX_RETRY",
+    "FAILED_PHASES",
+    "FAILURE_CONDITION",
     "JOB_API_VERSION",
+    "JOB_KIND",
+    "JOB_OUTPUTS",
+    "SUCCESS_CONDITION",
     "LifecyclePolicy",
     "PodSpec",
     "PodTemplate",
@@ -29,7 +31,22 @@ __all__ = [
 ]
 
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+JOB_KIND = "Job"
 PYTORCH_PORT = 23456
+DEFAULT_MAX_RETRY = 3
+"""Volcano's default ``maxRetry``: whole-gang restarts before the Job fails."""
+COMPLETED = "Completed"
+FAILED_PHASES = ("Failed", "Aborted", "Terminated")
+"""The terminal phases of a Job that did not complete."""
+SUCCESS_CONDITION = f"status.state.phase == {COMPLETED}"
+FAILURE_CONDITION = f"status.state.phase in ({','.join(FAILED_PHASES)})"
+"""The Argo resource-template conditions that end a step creating a Job."""
+JOB_OUTPUTS = {
+    "job-name": "{.metadata.name}",
+    "job-phase": "{.status.state.phase}",
+    "job-restarts": "{.status.retryCount}",
+}
+"""What a step reports from its Job once it finishes: output name → jsonPath."""
 Event = Literal["PodEvicted", "PodFailed", "PodPending", "TaskCompleted", "JobUnknown", "*"]
 Action = Literal["RestartJob", "AbortJob", "CompleteJob", "TerminateJob", "RestartTask"]
 
@@ -113,7 +130,7 @@ class VolcanoJob(_Model):
     scheduler_name: str = Field("volcano", alias="schedulerName")
     queue: str
     priority_class_name: str | None = Field(None, alias="priorityClassName")
-    max_retry: int = Field(3, alias="maxRetry", ge=0)
+    max_retry: int = Field(DEFAULT_MAX_RETRY, alias="maxRetry", ge=0)
     plugins: dict[str, list[str]] = Field(default_factory=dict)
     policies: list[LifecyclePolicy] = Field(default_factory=list)
     tasks: list[VolcanoTask]
@@ -138,7 +155,7 @@ class VolcanoJob(_Model):
             spec.pop(k, None)
         return {
             "apiVersion": JOB_API_VERSION,
-            "kind": "Job",
+            "kind": JOB_KIND,
             "metadata": {"generateName": self.generate_name, "labels": dict(self.labels)},
             "spec": spec,
         }
@@ -152,7 +169,7 @@ def pytorch_job(
     container: Container,
     pod_labels: dict[str, str],
     priority_class_name: str | None = None,
-    max_retry: int = 3,
+    max_retry: int = DEFAULT_MAX_RETRY,
     security_context: PodSecurityContext | None = None,
     service_account_name: str | None = None,
     tolerations: list[Toleration] | None = None,

@@ -1,4 +1,5 @@
-"""Shared entry-point plumbing: exit codes from the error contract, no tracebacks for users."""
+"""A step's entry point: errors become one clear line and the exit code of the contract
+(:mod:`gangway.contract`), results become one JSON line and an output parameter file."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gangway.errors import EXIT_PERMANENT, GangwayError, PermanentError
+from gangway.assignments import parse_assignments
+from gangway.contract import ENV_EXIT_DIR, EXIT_PERMANENT
+from gangway.errors import GangwayError
 
 __all__ = ["emit", "main_wrapper", "parse_overrides"]
 
@@ -54,23 +57,14 @@ def emit(result: dict[str, Any], out: Path | None) -> None:
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, str]:
-    """``["a=1", "b=x"]`` → ``{"a": "1", "b": "x"}``; a missing ``=`` is a user error."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise PermanentError(f"--set {item!r}: expected KEY=VALUE, e.g. --set steps=200")
-        out[key.strip()] = value
-    return out
-
-
-EXIT_DIR_ENV = "GANGWAY_EXIT_DIR"
+    """``--set key=value`` options (``["a=1", "b=x"]`` → ``{"a": "1", "b": "x"}``)."""
+    return parse_assignments(items, flag="--set", example="--set steps=200")
 
 
 def _report_exit(code: int) -> bool:
-    """Under ``components.launch``, tell the launcher how this rank ended (its exit code);
-    True when it was told."""
-    exit_dir = os.environ.get(EXIT_DIR_ENV)
+    """Under the gang launcher (:mod:`gangway.step.launch`), tell it how this rank ended (its
+    exit code); True when it was told."""
+    exit_dir = os.environ.get(ENV_EXIT_DIR)
     if not exit_dir:
         return False
     rank = os.environ.get("RANK", "0")

@@ -9,7 +9,7 @@ collects each worker's own exit code (workers write it to ``GANGWAY_EXIT_DIR``),
 * 75 when any worker hit a transient error, or died without reporting (killed by a signal);
 * 1 otherwise (a permanent error in some worker).
 
-    python -m components.launch --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d \\
+    python -m gangway.step.launch --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d \\
         --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT -m components.training ...
 """
 
@@ -24,10 +24,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from components._cli import EXIT_DIR_ENV
-from gangway.errors import EXIT_OK, EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
+from gangway.contract import (
+    ENV_EXIT_DIR,
+    EXIT_OK,
+    EXIT_PERMANENT,
+    EXIT_PREEMPTED,
+    EXIT_TRANSIENT,
+)
 
-__all__ = ["config_errors", "gang_exit_code", "main"]
+__all__ = ["config_errors", "count_problem", "gang_exit_code", "main"]
 
 
 def gang_exit_code(
@@ -59,25 +64,40 @@ def _flag(argv: Sequence[str], *names: str) -> str | None:
 
 
 NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
+_NPROC_FLAGS = ("--nproc-per-node", "--nproc_per_node")
+
+
+def count_problem(flag: str, value: str) -> str | None:
+    """What is wrong with the value of torchrun's ``--nnodes`` or ``--nproc-per-node`` (None
+    when it is fine, or for another flag): torchrun asserts on a count below 1, and an
+    assertion reads as a lost peer."""
+    flag = flag.replace("_", "-")
+    if flag == "--nnodes":
+        if all(p.isdigit() and int(p) > 0 for p in value.split(":")):
+            return None
+        return "must be a positive number of pods (or MIN:MAX)"
+    if flag == "--nproc-per-node":
+        if value in NPROC_WORDS or (value.isdigit() and int(value) > 0):
+            return None
+        return (
+            f"must be a positive number of processes per pod (or one of {', '.join(NPROC_WORDS)})"
+        )
+    return None
 
 
 def config_errors(argv: Sequence[str]) -> list[str]:
     """What is wrong with the gang's own settings (permanent: a restart cannot fix them)."""
     errors = []
-    nnodes = _flag(argv, "--nnodes")
-    if nnodes is not None and not all(p.isdigit() and int(p) > 0 for p in nnodes.split(":")):
-        errors.append(f"--nnodes={nnodes!r}: must be a positive number of pods (or MIN:MAX)")
-    nproc = _flag(argv, "--nproc-per-node", "--nproc_per_node")
-    if nproc is not None and not (nproc in NPROC_WORDS or (nproc.isdigit() and int(nproc) > 0)):
-        errors.append(
-            f"--nproc-per-node={nproc!r}: must be a positive number of processes per pod "
-            f"(or one of {', '.join(NPROC_WORDS)})"
-        )
+    for flag, names in (("--nnodes", ("--nnodes",)), ("--nproc-per-node", _NPROC_FLAGS)):
+        value = _flag(argv, *names)
+        problem = None if value is None else count_problem(flag, value)
+        if problem is not None:
+            errors.append(f"{flag}={value!r}: {problem}")
     return errors
 
 
 def _nproc(argv: Sequence[str]) -> int:
-    value = _flag(argv, "--nproc-per-node", "--nproc_per_node") or "1"
+    value = _flag(argv, *_NPROC_FLAGS) or "1"
     return int(value) if value.isdigit() else 1
 
 
@@ -93,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_PERMANENT
     got_sigterm = False
     with tempfile.TemporaryDirectory(prefix="gangway-exit-") as exit_dir:
-        env = {**os.environ, EXIT_DIR_ENV: exit_dir}
+        env = {**os.environ, ENV_EXIT_DIR: exit_dir}
         proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=env)
 
         def forward(signum: int, frame: FrameType | None) -> None:

@@ -1,0 +1,160 @@
+"""The step contract: what a step's container gets from the platform, and what it gives back.
+
+One module, so the pipeline that writes these names (:mod:`gangway.pipeline`), the step code
+that reads them (:mod:`gangway.step`, :mod:`gangway.tracking`), the local executor that fakes
+the pod (:mod:`gangway.local`) and the tools that find a workflow's pods and runs
+(:mod:`gangway.pods`, :mod:`gangway.links`, :mod:`gangway.lineage`) cannot drift apart.
+
+* **Files**: ``/gangway`` is per-step scratch space (an emptyDir; locally a directory per step
+  attempt); output parameters are read from ``/gangway/out/NAME``.
+* **Labels** on the workflow and its pods: ``gangway.dev/{team,queue,pipeline,step}``.
+* **Environment**: the workflow's identity and parameters, the MLflow tracking URI, where to
+  spool lineage and write outputs (:data:`STEP_ENV`).
+* **Exit codes**: 0 success, 1 permanent, 75 transient, 143 preempted (SIGTERM, saved first);
+  137 is a SIGKILL (OOM, lost node). :mod:`gangway.retries` retries 75, 137 and 143.
+* **MLflow**: every tag Gangway writes starts with ``gangway.`` (:func:`tag`); values are cut
+  to MLflow's limits (:func:`param_value`, :func:`tag_value`).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ENV_EXIT_DIR",
+    "ENV_LINEAGE_SPOOL",
+    "ENV_OUTPUTS",
+    "ENV_PIPELINE",
+    "ENV_STEP",
+    "ENV_TRACKING_URI",
+    "ENV_WORKFLOW_PARAMS",
+    "EXIT_KILLED",
+    "EXIT_OK",
+    "EXIT_PERMANENT",
+    "EXIT_PREEMPTED",
+    "EXIT_TRANSIENT",
+    "EXPERIMENT_ANNOTATION",
+    "HERA_OUTPUTS",
+    "LABEL_PREFIX",
+    "LINEAGE_SPOOL",
+    "OUT_DIR",
+    "PIPELINE_LABEL",
+    "QUEUE_LABEL",
+    "SCRATCH",
+    "STEP_ENV",
+    "STEP_LABEL",
+    "TAG_PREFIX",
+    "TEAM_LABEL",
+    "WORKFLOW_IDENTITY_ENV",
+    "WORKFLOW_LABEL",
+    "param_value",
+    "step_env",
+    "tag",
+    "tag_value",
+]
+
+# ---- files ---------------------------------------------------------------------------------
+
+SCRATCH = "/gangway"
+"""Per-step scratch space in a compiled template; locally a directory per step attempt."""
+OUT_DIR = f"{SCRATCH}/out"
+"""Where a step writes its output parameters, one file per name."""
+HERA_OUTPUTS = "/tmp/hera-outputs"
+"""Where Hera's runner scripts write output parameters; per step attempt locally, too."""
+
+# ---- labels and annotations ----------------------------------------------------------------
+
+LABEL_PREFIX = "gangway.dev"
+TEAM_LABEL = f"{LABEL_PREFIX}/team"
+QUEUE_LABEL = f"{LABEL_PREFIX}/queue"
+PIPELINE_LABEL = f"{LABEL_PREFIX}/pipeline"
+STEP_LABEL = f"{LABEL_PREFIX}/step"
+"""On a gang's pods: the step that created their Volcano Job."""
+EXPERIMENT_ANNOTATION = f"{LABEL_PREFIX}/mlflow-experiment-id"
+"""Set by ``gangway submit``/``deploy``: the experiment the Argo UI's MLflow link opens."""
+WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+"""Argo's label naming the workflow a pod belongs to; gang pods carry it too."""
+
+# ---- environment ---------------------------------------------------------------------------
+
+ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
+ENV_PIPELINE = "GANGWAY_PIPELINE"
+ENV_WORKFLOW_PARAMS = "GANGWAY_WORKFLOW_PARAMS"
+ENV_LINEAGE_SPOOL = "GANGWAY_LINEAGE_SPOOL"
+ENV_STEP = "GANGWAY_STEP"
+ENV_OUTPUTS = "GANGWAY_OUTPUTS"
+ENV_EXIT_DIR = "GANGWAY_EXIT_DIR"
+"""Set by the gang launcher (:mod:`gangway.step.launch`): where each rank writes its exit code."""
+
+LINEAGE_SPOOL = "{{workflow.parameters.storage-root}}/runs/{{workflow.uid}}/lineage"
+"""Where steps spool lineage records until MLflow has them (see :mod:`gangway.tracking`)."""
+
+WORKFLOW_IDENTITY_ENV: dict[str, str] = {
+    "name": "GANGWAY_WORKFLOW_NAME",
+    "uid": "GANGWAY_WORKFLOW_UID",
+    "namespace": "GANGWAY_NAMESPACE",
+    "cluster": "GANGWAY_CLUSTER",
+    "git_sha": "GANGWAY_GIT_SHA",
+    "image": "GANGWAY_IMAGE",
+}
+"""Field of :class:`gangway.lineage.records.WorkflowInfo` → the variable that carries it."""
+
+STEP_ENV: dict[str, str] = {
+    ENV_TRACKING_URI: "{{workflow.parameters.mlflow-tracking-uri}}",
+    ENV_PIPELINE: "{{workflow.labels." + PIPELINE_LABEL + "}}",
+    WORKFLOW_IDENTITY_ENV["name"]: "{{workflow.name}}",
+    WORKFLOW_IDENTITY_ENV["uid"]: "{{workflow.uid}}",
+    WORKFLOW_IDENTITY_ENV["namespace"]: "{{workflow.namespace}}",
+    WORKFLOW_IDENTITY_ENV["cluster"]: "{{workflow.parameters.cluster}}",
+    WORKFLOW_IDENTITY_ENV["git_sha"]: "{{workflow.parameters.git-sha}}",
+    WORKFLOW_IDENTITY_ENV["image"]: "{{workflow.parameters.image}}",
+    ENV_LINEAGE_SPOOL: LINEAGE_SPOOL,
+}
+"""The environment every step receives, as Argo placeholders (in this order)."""
+
+
+def step_env(step_name: str, *, params: bool = True) -> list[tuple[str, str]]:
+    """``(name, value)`` of every variable a step receives (values are Argo placeholders).
+
+    ``params=False`` leaves out the workflow parameters as JSON: inside a resource template's
+    manifest (YAML text) a value with a quote would break it; container steps record them.
+    """
+    env = [*STEP_ENV.items(), (ENV_STEP, step_name), (ENV_OUTPUTS, OUT_DIR)]
+    if params:
+        env.append((ENV_WORKFLOW_PARAMS, "{{workflow.parameters.json}}"))
+    return env
+
+
+# ---- exit codes ----------------------------------------------------------------------------
+
+EXIT_OK = 0
+EXIT_PERMANENT = 1
+"""Bad config or bad data: retrying cannot help."""
+EXIT_TRANSIENT = 75
+"""``EX_TEMPFAIL``: the step detected a failure that may go away on retry."""
+EXIT_KILLED = 137
+"""SIGKILL: out of memory, or the node was lost."""
+EXIT_PREEMPTED = 143
+"""SIGTERM (preemption), after saving what it could."""
+
+# ---- MLflow --------------------------------------------------------------------------------
+
+TAG_PREFIX = "gangway"
+"""Prefix of every MLflow tag Gangway writes."""
+MAX_PARAM_CHARS = 6000
+"""MLflow's limit on a parameter value."""
+MAX_TAG_CHARS = 8000
+"""MLflow's limit on a tag value."""
+
+
+def tag(name: str) -> str:
+    """The MLflow tag ``gangway.NAME``."""
+    return f"{TAG_PREFIX}.{name}"
+
+
+def param_value(value: object) -> str:
+    """A parameter value as MLflow keeps it (cut to its limit)."""
+    return str(value)[:MAX_PARAM_CHARS]
+
+
+def tag_value(value: object) -> str:
+    """A tag value as MLflow keeps it (cut to its limit)."""
+    return str(value)[:MAX_TAG_CHARS]

@@ -1,0 +1,51 @@
+"""One attempt of one node, and what every runner needs from the run it belongs to."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gangway.local._clock import Clock
+from gangway.local._model import NodeResult
+from gangway.local._processes import ProcessGroups
+
+__all__ = ["Attempt", "RunContext", "safe_name"]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the runners share: the run's processes, environment, limits and clock."""
+
+    procs: ProcessGroups
+    env: Mapping[str, str]
+    """The environment every step starts from (this process's, plus the run's)."""
+    parallelism: int
+    grace: float
+    """Seconds between SIGTERM and SIGKILL when a step or pod is stopped."""
+    clock: Clock
+    progress: Callable[[NodeResult], None]
+    """Called when a running node has news (a gang restart, a retry to come)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of one node: what to run, with which variables, where."""
+
+    template: Mapping[str, Any]
+    scope: Mapping[str, str]
+    node: NodeResult
+    scratch: Path
+    """This attempt's own directory: ``/gangway`` of the step."""
+    log_dir: Path
+
+    @property
+    def where(self) -> str:
+        return f"template {self.template['name']}"
+
+
+def safe_name(name: str) -> str:
+    """A node name as a file name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]

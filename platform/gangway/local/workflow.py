@@ -1,0 +1,44 @@
+"""The Workflow a WorkflowTemplate becomes when it is submitted: what a local run executes."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from gangway.compiler import check_parameter_names
+from gangway.errors import PermanentError
+
+__all__ = ["workflow_from_template"]
+
+
+def workflow_from_template(
+    template: Mapping[str, Any],
+    overrides: Mapping[str, str] | None = None,
+    *,
+    uid: str | None = None,
+) -> dict[str, Any]:
+    """The Workflow that submitting ``template`` with ``overrides`` would create."""
+    if template.get("kind") not in ("WorkflowTemplate", "Workflow"):
+        raise PermanentError(f"expected a WorkflowTemplate or Workflow, got {template.get('kind')}")
+    spec = json.loads(json.dumps(template.get("spec", {})))
+    params = spec.setdefault("arguments", {}).setdefault("parameters", [])
+    known = {p["name"]: p for p in params}
+    check_parameter_names(dict(template), overrides or {})
+    for name, value in (overrides or {}).items():
+        known[name]["value"] = str(value)
+    base = template.get("metadata", {}).get("name") or "workflow"
+    meta = {
+        "name": f"{base}-{secrets.token_hex(3)}",
+        "uid": uid or str(uuid.uuid4()),
+        "labels": dict(template.get("metadata", {}).get("labels", {})),
+        "annotations": dict(template.get("metadata", {}).get("annotations", {})),
+    }
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": meta,
+        "spec": spec,
+    }

@@ -1,0 +1,70 @@
+"""Volcano's ``batch.volcano.sh/v1alpha1`` Job — the only package that knows Volcano's API
+version, field names, phases and defaults. Pod-level Kubernetes types come from Hera's models.
+
+* Writing (:mod:`gangway.volcano.job`): a gang-scheduled PyTorch job is built with
+  :func:`pytorch_job` and serialised with :meth:`VolcanoJob.to_manifest`; the Argo resource
+  template that creates it lives in :mod:`gangway.pipeline`, with :data:`SUCCESS_CONDITION`,
+  :data:`FAILURE_CONDITION` and :data:`JOB_OUTPUTS` from here.
+* Reading (:mod:`gangway.volcano.gang`): :func:`read_gang` turns a Job manifest (any, not only
+  Gangway's) into a :class:`Gang` — its tasks, pod specs, lifecycle policies, ``maxRetry`` and
+  pytorch plugin — for the local gang runner and ``gangway lint``; :func:`gang_problems` is the
+  whole-gang rule; :func:`job_object` is the Job as the API returns it once it has a status.
+"""
+
+from gangway.volcano.gang import (
+    Gang,
+    GangTask,
+    Policy,
+    end_phase,
+    gang_problems,
+    is_job,
+    job_object,
+    pod_specs,
+    pytorch_env,
+    read_gang,
+)
+from gangway.volcano.job import (
+    COMPLETED,
+    DEFAULT_MAX_RETRY,
+    FAILED_PHASES,
+    FAILURE_CONDITION,
+    JOB_API_VERSION,
+    JOB_KIND,
+    JOB_OUTPUTS,
+    PYTORCH_PORT,
+    SUCCESS_CONDITION,
+    LifecyclePolicy,
+    PodSpec,
+    PodTemplate,
+    VolcanoJob,
+    VolcanoTask,
+    pytorch_job,
+)
+
+__all__ = [
+    "COMPLETED",
+    "DEFAULT_MAX_RETRY",
+    "FAILED_PHASES",
+    "FAILURE_CONDITION",
+    "JOB_API_VERSION",
+    "JOB_KIND",
+    "JOB_OUTPUTS",
+    "PYTORCH_PORT",
+    "SUCCESS_CONDITION",
+    "Gang",
+    "GangTask",
+    "LifecyclePolicy",
+    "PodSpec",
+    "PodTemplate",
+    "Policy",
+    "VolcanoJob",
+    "VolcanoTask",
+    "end_phase",
+    "gang_problems",
+    "is_job",
+    "job_object",
+    "pod_specs",
+    "pytorch_env",
+    "pytorch_job",
+    "read_gang",
+]
