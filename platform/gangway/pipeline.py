@@ -17,11 +17,9 @@ Paths under ``/gangway/`` are per-step scratch space; output parameters are read
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import yaml
 from hera.workflows import Container, EmptyDirVolume, Parameter, Resource, WorkflowTemplate
 from hera.workflows import models as m
 
@@ -281,7 +279,7 @@ def gang_step(
         name=name,
         action="create",
         set_owner_reference=True,
-        manifest=manifest_yaml(job.to_manifest()),
+        manifest=job.to_yaml(),
         success_condition=SUCCESS_CONDITION,
         failure_condition=FAILURE_CONDITION,
         inputs=[Parameter(name=i) for i in inputs],
@@ -290,13 +288,3 @@ def gang_step(
         ],
         retry_strategy=retry_strategy("gang"),
     )
-
-
-_COUNT_FIELD = re.compile(r"^(\s*(?:-\s+)?(?:minAvailable|replicas): )'(\{\{.*\}\})'$", re.M)
-
-
-def manifest_yaml(obj: dict[str, object]) -> str:
-    """YAML for a resource manifest; count fields holding a placeholder are left unquoted so
-    that they are integers once Argo substitutes them."""
-    text = yaml.safe_dump(obj, sort_keys=False, width=1000)
-    return _COUNT_FIELD.sub(r"\1\2", text)

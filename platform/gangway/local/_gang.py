@@ -27,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.local._processes import Stopped
 from gangway.local._scratch import map_scratch
-from gangway.volcano import Gang, end_phase, job_object, pytorch_env, read_gang
+from gangway.volcano import (
+    ABORT_JOB,
+    COMPLETE_JOB,
+    RESTART_JOB,
+    Gang,
+    end_phase,
+    job_object,
+    pytorch_env,
+    read_gang,
+)
 
 if TYPE_CHECKING:
     from gangway.local._attempt import RunContext
@@ -146,14 +155,14 @@ def run_volcano_job(
     while True:
         action, reason, codes = _run_once(gang, scratch, log_dir, cwd, ctx)
         stopping = ctx.procs.stopping is not None
-        if action == "RestartJob" and restarts < gang.max_retry and not stopping:
+        if action == RESTART_JOB and restarts < gang.max_retry and not stopping:
             restarts += 1
             if on_restart:
                 on_restart(restarts, reason)
             continue
-        phase = "Aborted" if stopping and action != "CompleteJob" else end_phase(action)
-        if action == "RestartJob" and not stopping:
-            reason += f"; gave up after maxRetry={gang.max_retry} restarts"
+        phase = "Aborted" if stopping and action != COMPLETE_JOB else end_phase(action)
+        if action == RESTART_JOB and not stopping:
+            reason += f"; {gang.gave_up}"
         status = job_object(job, name=name, phase=phase, restarts=restarts)
         return GangOutcome(phase, restarts, codes, reason, status)
 
@@ -173,7 +182,7 @@ def _run_once(
                 )
         action, reason, codes = _watch(pods, gang, ctx)
     except Stopped as e:
-        action, reason, codes = "AbortJob", str(e), {}
+        action, reason, codes = ABORT_JOB, str(e), {}
     except BaseException:  # the caller is going away: leave no pod behind
         _stop(pods, ctx, grace=0)
         raise
@@ -221,14 +230,14 @@ def _watch(pods: list[_Pod], gang: Gang, ctx: RunContext) -> tuple[str, str, dic
             code = 128 - rc if rc < 0 else rc  # killed by a signal: 128 + signal number
             codes[p.name] = code
             if ctx.procs.stopping is not None:
-                return "AbortJob", f"stopped: pod {p.name} exited {code}", codes
+                return ABORT_JOB, f"stopped: pod {p.name} exited {code}", codes
             if code != 0:
-                action = gang.on_failure(tasks[p.task], code) or "AbortJob"
+                action = gang.on_failure(tasks[p.task], code) or ABORT_JOB
                 return action, f"pod {p.name} exited {code} -> {action}", codes
             if all(codes.get(q.name) == 0 for q in pods if q.task == p.task):
                 completed = tasks[p.task].on_completed()
                 if completed is not None:
                     return completed, f"task {p.task} completed", codes
         if len(codes) == len(pods):
-            return "CompleteJob", "all pods succeeded", codes
+            return COMPLETE_JOB, "all pods succeeded", codes
         ctx.clock.sleep(0.05)

@@ -24,6 +24,8 @@ from gangway.volcano.gang import (
     read_gang,
 )
 from gangway.volcano.job import (
+    ABORT_JOB,
+    COMPLETE_JOB,
     COMPLETED,
     DEFAULT_MAX_RETRY,
     FAILED_PHASES,
@@ -32,6 +34,7 @@ from gangway.volcano.job import (
     JOB_KIND,
     JOB_OUTPUTS,
     PYTORCH_PORT,
+    RESTART_JOB,
     SUCCESS_CONDITION,
     LifecyclePolicy,
     PodSpec,
@@ -42,7 +45,9 @@ from gangway.volcano.job import (
 )
 
 __all__ = [
+    "ABORT_JOB",
     "COMPLETED",
+    "COMPLETE_JOB",
     "DEFAULT_MAX_RETRY",
     "FAILED_PHASES",
     "FAILURE_CONDITION",
@@ -50,6 +55,7 @@ __all__ = [
     "JOB_KIND",
     "JOB_OUTPUTS",
     "PYTORCH_PORT",
+    "RESTART_JOB",
     "SUCCESS_CONDITION",
     "Gang",
     "GangTask",

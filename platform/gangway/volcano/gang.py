@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gangway.volcano.job import COMPLETED, DEFAULT_MAX_RETRY, JOB_API_VERSION, JOB_KIND
+from gangway.volcano.job import (
+    ABORT_JOB,
+    COMPLETE_JOB,
+    COMPLETED,
+    DEFAULT_MAX_RETRY,
+    JOB_API_VERSION,
+    JOB_KIND,
+)
 
 __all__ = [
     "Gang",
@@ -83,6 +90,11 @@ class Gang:
     """The pytorch plugin's arguments; None without the plugin (no MASTER_ADDR/RANK env)."""
 
     @property
+    def gave_up(self) -> str:
+        """Why the controller stopped restarting the gang."""
+        return f"gave up after maxRetry={self.max_retry} restarts"
+
+    @property
     def pods(self) -> int:
         return sum(t.replicas for t in self.tasks)
 
@@ -136,9 +148,12 @@ def pytorch_env(*, master_port: int, world_size: int, rank: int) -> dict[str, st
 
 def end_phase(action: str) -> str:
     """The phase a Job ends in when the controller takes ``action``."""
-    return {"CompleteJob": COMPLETED, "AbortJob": "Aborted", "TerminateJob": "Terminated"}.get(
-        action, "Failed"
-    )
+    phases: dict[str, str] = {
+        COMPLETE_JOB: COMPLETED,
+        ABORT_JOB: "Aborted",
+        "TerminateJob": "Terminated",
+    }
+    return phases.get(action, "Failed")
 
 
 def job_object(

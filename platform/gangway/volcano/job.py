@@ -3,8 +3,10 @@ and the API's constants (version, kind, phases, defaults)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
+import yaml
 from hera.workflows.models import (
     Container,
     PodSecurityContext,
@@ -14,13 +16,16 @@ from hera.workflows.models import (
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "ABORT_JOB",
     "COMPLETED",
+    "COMPLETE_JOB",
     "DEFAULT_MAX_RETRY",
     "FAILED_PHASES",
     "FAILURE_CONDITION",
     "JOB_API_VERSION",
     "JOB_KIND",
     "JOB_OUTPUTS",
+    "RESTART_JOB",
     "SUCCESS_CONDITION",
     "LifecyclePolicy",
     "PodSpec",
@@ -49,6 +54,10 @@ JOB_OUTPUTS = {
 """What a step reports from its Job once it finishes: output name → jsonPath."""
 Event = Literal["PodEvicted", "PodFailed", "PodPending", "TaskCompleted", "JobUnknown", "*"]
 Action = Literal["RestartJob", "AbortJob", "CompleteJob", "TerminateJob", "RestartTask"]
+RESTART_JOB: Action = "RestartJob"
+ABORT_JOB: Action = "AbortJob"
+COMPLETE_JOB: Action = "CompleteJob"
+_COUNT_FIELD = re.compile(r"^(\s*(?:-\s+)?(?:minAvailable|replicas): )'(\{\{.*\}\})'$", re.M)
 
 
 class _Model(BaseModel):
@@ -159,6 +168,12 @@ class VolcanoJob(_Model):
             "metadata": {"generateName": self.generate_name, "labels": dict(self.labels)},
             "spec": spec,
         }
+
+    def to_yaml(self) -> str:
+        """The manifest as YAML for an Argo resource template; count fields holding a
+        placeholder are left unquoted so that they are integers once Argo substitutes them."""
+        text = yaml.safe_dump(self.to_manifest(), sort_keys=False, width=1000)
+        return _COUNT_FIELD.sub(r"\1\2", text)
 
 
 def pytorch_job(
