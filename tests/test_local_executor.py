@@ -12,7 +12,15 @@ import pytest
 from gangway.argo.conditions import depends_on, resource_condition
 from gangway.argo.expressions import evaluate
 from gangway.errors import PermanentError
-from gangway.local import Clock, LocalExecutor, UnsupportedConstruct, workflow_from_template
+from gangway.local import (
+    Clock,
+    LocalExecutor,
+    UnsupportedConstruct,
+    Watch,
+    retry_pipeline,
+    run_pipeline,
+    workflow_from_template,
+)
 from gangway.retries import LastAttempt, next_retry, retry_expression
 
 
@@ -445,3 +453,34 @@ def test_expressions_refuse_python_escapes() -> None:
         evaluate("__import__('os').system('true')", {})
     with pytest.raises(UnsupportedConstruct):
         evaluate("x.__class__", {"x": "1"})
+
+
+def test_run_pipeline_is_a_library_call(tmp_path: Path) -> None:
+    """What `gangway run` does, from Python: compile, record, run, report where things are;
+    the run is recorded for `gangway retry`, which refuses a run that succeeded."""
+    pipeline = tmp_path / "tiny_pipeline.py"
+    pipeline.write_text(
+        "from hera.workflows import DAG, Container, Parameter, WorkflowTemplate\n"
+        "with WorkflowTemplate(name='tiny', entrypoint='main',\n"
+        "                      arguments=[Parameter(name='word', value='hi')]) as w:\n"
+        "    say = Container(name='say', image='x', command=['python', '-c',\n"
+        "                    'import sys; print(sys.argv[1])'],\n"
+        "                    args=['{{workflow.parameters.word}}'])\n"
+        "    with DAG(name='main'):\n"
+        "        say(name='a') >> say(name='b')\n"
+    )
+    seen: list[str] = []
+    done = run_pipeline(
+        pipeline,
+        {"word": "hello"},
+        tmp_path / "state",
+        watch=Watch(on_event=lambda n: seen.append(f"{n.name}:{n.phase}")),
+    )
+    assert done.result.phase == "Succeeded" and done.lineage is None  # no tracking parameter
+    assert [n.name for n in done.result.nodes] == ["a", "b"]
+    log = done.result.nodes[0].log
+    assert log is not None and "hello" in log.read_text()
+    assert seen == ["a:Running", "a:Succeeded", "b:Running", "b:Succeeded"]
+    assert ("logs", f"{done.result.state_dir}/logs") in done.locations()
+    with pytest.raises(PermanentError, match="nothing to retry"):
+        retry_pipeline(tmp_path / "state")
