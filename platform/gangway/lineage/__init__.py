@@ -72,13 +72,13 @@ def sync(spool: Spool, tracking_uri: str, *, always: Collection[str] = ()) -> Sy
     # process-wide tracking URI, not the client's: point it at the same store.
     mlflow.set_tracking_uri(tracking_uri)
 
-    from gangway.lineage.replay import replay
+    from gangway.lineage.replay import SyncIds, replay
 
     client = MlflowClient(tracking_uri=tracking_uri)
-    seen: dict[str, str] = {}
+    ids = SyncIds()
     for i, rec in enumerate(todo):
         try:
-            report.runs[rec.key] = replay(client, tracking_uri, rec, seen)
+            report.runs[rec.key] = replay(client, tracking_uri, rec, ids)
         except Exception as e:
             report.error = f"{rec.file_name}: {type(e).__name__}: {_first_line(e)}"
             if _rejected(e):  # this record is at fault, not the server: go on with the rest

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from gangway.contract import param_value, tag_value
 from gangway.lineage.records import CheckpointRef, StepRecord, T, WorkflowInfo, mlflow_digest
 
-__all__ = ["ensure_experiment", "parent_query", "replay", "run_url"]
+if TYPE_CHECKING:
+    from mlflow.entities import DatasetInput, Metric, RunTag
+
+    from gangway.lineage.records import DatasetRef
+
+__all__ = ["SyncIds", "ensure_experiment", "parent_query", "replay", "run_url"]
 
 
 def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
@@ -113,7 +120,7 @@ def _log_params(client: Any, run_id: str, params: dict[str, str]) -> None:
     harmless when the run now has every value."""
     from mlflow.entities import Param
 
-    want = {k: v[:6000] for k, v in params.items()}
+    want = {k: param_value(v) for k, v in params.items()}
     have = client.get_run(run_id).data.params
     missing = [Param(k, v) for k, v in sorted(want.items()) if k not in have]
     try:
@@ -229,43 +236,69 @@ def _model_version_of(client: Any, checkpoint_uri: str) -> str | None:
     return f"{v.name}/{v.version}"
 
 
+@dataclass
+class SyncIds:
+    """The ids a sync carries from one record to the next, so each is looked up once."""
+
+    experiments: dict[str, str] = field(default_factory=dict)
+    """Pipeline → its experiment's id."""
+    parents: dict[str, str] = field(default_factory=dict)
+    """Workflow uid → its parent run's id."""
+
+    def locate(self, client: Any, wf: WorkflowInfo) -> tuple[str, str | None]:
+        """The workflow's experiment and parent run (none without a workflow uid)."""
+        if wf.pipeline not in self.experiments:
+            self.experiments[wf.pipeline] = ensure_experiment(client, wf.pipeline)
+        exp_id = self.experiments[wf.pipeline]
+        if not wf.uid:
+            return exp_id, None
+        if wf.uid not in self.parents:
+            self.parents[wf.uid] = ensure_parent(client, exp_id, wf)
+        return exp_id, self.parents[wf.uid]
+
+
 def replay(
-    client: Any, tracking_uri: str, rec: StepRecord, seen: dict[str, str] | None = None
+    client: Any, tracking_uri: str, rec: StepRecord, ids: SyncIds | None = None
 ) -> tuple[str, str]:
     """Write ``rec`` to MLflow (idempotently); returns ``(run_id, run_url)``.
 
-    ``seen`` carries the experiment and parent run ids from one record to the next of a sync.
+    ``ids`` carries the experiment and parent run ids from one record to the next of a sync.
     """
-    seen = {} if seen is None else seen
-    from mlflow.entities import (
-        Dataset,
-        DatasetInput,
-        LoggedModelInput,
-        LoggedModelOutput,
-        Metric,
-        RunTag,
-    )
-
-    exp_key, parent_key = f"experiment:{rec.workflow.pipeline}", f"parent:{rec.workflow.uid}"
-    if exp_key not in seen:
-        seen[exp_key] = ensure_experiment(client, rec.workflow.pipeline)
-    exp_id = seen[exp_key]
-    if rec.workflow.uid and parent_key not in seen:
-        seen[parent_key] = ensure_parent(client, exp_id, rec.workflow)
-    parent = seen.get(parent_key)
+    exp_id, parent = (ids or SyncIds()).locate(client, rec.workflow)
     if rec.kind == "workflow":
         return _workflow_state(client, tracking_uri, exp_id, parent, rec)
+    return _step_run(client, tracking_uri, exp_id, parent, rec)
+
+
+def _step_run(
+    client: Any, tracking_uri: str, exp_id: str, parent: str | None, rec: StepRecord
+) -> tuple[str, str]:
+    """The step's run, with its checkpoints, metrics, params, tags, inputs and outputs."""
     run_id = _ensure_run(client, exp_id, rec, parent)
     url = run_url(tracking_uri, exp_id, run_id)
-
     produced = {c.uri: ensure_checkpoint(client, exp_id, c, run_id) for c in rec.checkpoints_out}
     consumed = {c.uri: ensure_checkpoint(client, exp_id, c, None) for c in rec.checkpoints_in}
-    models = {**consumed, **produced}
-    metrics = [
+    metrics = _metrics(rec, {**consumed, **produced})
+    tags = {**_step_tags(rec, url, consumed), **_model_tags(client, exp_id, rec, run_id, consumed)}
+    _log_run_data(client, run_id, metrics, rec.params, tags)
+    _log_inputs_outputs(client, run_id, rec, produced, consumed)
+    if rec.status != "RUNNING":
+        client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
+    return run_id, url
+
+
+def _metrics(rec: StepRecord, models: dict[str, str]) -> list[Metric]:
+    """The record's metric points, each linked to the logged model of its checkpoint."""
+    from mlflow.entities import Metric
+
+    return [
         Metric(p.key, p.value, p.timestamp, p.step, model_id=models.get(p.checkpoint or ""))
         for p in rec.metrics
     ]
-    tags = {
+
+
+def _step_tags(rec: StepRecord, url: str, consumed: dict[str, str]) -> dict[str, str]:
+    return {
         **rec.tags,
         f"{T}.url": url,
         f"{T}.status": rec.status,
@@ -273,21 +306,47 @@ def replay(
         # Searches do not return a run's model inputs; the graph reads them from here.
         **({f"{T}.checkpoints_in": json.dumps(sorted(consumed.values()))} if consumed else {}),
     }
+
+
+def _model_tags(
+    client: Any, exp_id: str, rec: StepRecord, run_id: str, consumed: dict[str, str]
+) -> dict[str, str]:
+    """The model version the step registers, else the one of a checkpoint it consumed."""
     if rec.registration is not None:
-        reg_model = consumed.get(rec.registration.checkpoint.uri) or ensure_checkpoint(
-            client, exp_id, rec.registration.checkpoint, None
-        )
-        tags[f"{T}.registered"] = _register(client, rec, run_id, reg_model)
-    for uri in consumed if rec.registration is None else ():
+        ck = rec.registration.checkpoint
+        model_id = consumed.get(ck.uri) or ensure_checkpoint(client, exp_id, ck, None)
+        return {f"{T}.registered": _register(client, rec, run_id, model_id)}
+    tags: dict[str, str] = {}
+    for uri in consumed:
         version = _model_version_of(client, uri)
         if version:
             tags[f"{T}.model_version"] = version
+    return tags
+
+
+def _log_run_data(
+    client: Any, run_id: str, metrics: list[Metric], params: dict[str, str], tags: dict[str, str]
+) -> None:
+    """Metrics, params and tags, in batches MLflow accepts."""
     for chunk in _chunks(metrics, 1000):
         client.log_batch(run_id, metrics=list(chunk))
-    _log_params(client, run_id, rec.params)
-    tag_list = [RunTag(k, v[:8000]) for k, v in sorted(tags.items())]
-    for chunk in _chunks(tag_list, 100):
+    _log_params(client, run_id, params)
+    for chunk in _chunks(_tag_list(tags), 100):
         client.log_batch(run_id, tags=list(chunk))
+
+
+def _tag_list(tags: dict[str, str]) -> list[RunTag]:
+    from mlflow.entities import RunTag
+
+    return [RunTag(k, tag_value(v)) for k, v in sorted(tags.items())]
+
+
+def _log_inputs_outputs(
+    client: Any, run_id: str, rec: StepRecord, produced: dict[str, str], consumed: dict[str, str]
+) -> None:
+    """Datasets and consumed checkpoints in, produced checkpoints out (URI → model id)."""
+    from mlflow.entities import LoggedModelInput, LoggedModelOutput
+
     have = client.get_run(run_id)
     # Model inputs/outputs are not idempotent in MLflow (a unique key): send only new ones.
     known_in = {m.model_id for m in (have.inputs.model_inputs if have.inputs else [])}
@@ -297,19 +356,7 @@ def replay(
     if rec.datasets or consumed:
         client.log_inputs(
             run_id,
-            datasets=[
-                DatasetInput(
-                    Dataset(
-                        d.name,
-                        mlflow_digest(d.digest),
-                        _source_type(d.source),
-                        d.source,
-                        profile=json.dumps({"sha256": d.digest}),
-                    )
-                )
-                for d in rec.datasets
-            ]
-            or None,
+            datasets=[_dataset_input(d) for d in rec.datasets] or None,
             models=[LoggedModelInput(m) for m in consumed.values()] or None,
         )
     if produced:
@@ -321,21 +368,24 @@ def replay(
                 if c.uri in produced
             ],
         )
-    if rec.status != "RUNNING":
-        client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
-    return run_id, url
+
+
+def _dataset_input(d: DatasetRef) -> DatasetInput:
+    from mlflow.entities import Dataset, DatasetInput
+
+    profile = json.dumps({"sha256": d.digest})
+    digest = mlflow_digest(d.digest)
+    return DatasetInput(Dataset(d.name, digest, _source_type(d.source), d.source, profile=profile))
 
 
 def _workflow_state(
     client: Any, tracking_uri: str, exp_id: str, parent: str | None, rec: StepRecord
 ) -> tuple[str, str]:
     """The parent run takes the workflow's state: RUNNING again (a retry) or closed."""
-    from mlflow.entities import RunTag
-
     if parent is None:
         raise ValueError(f"{rec.file_name}: a workflow record needs the workflow's uid")
     if rec.tags:
-        client.log_batch(parent, tags=[RunTag(k, v[:8000]) for k, v in sorted(rec.tags.items())])
+        client.log_batch(parent, tags=_tag_list(rec.tags))
     if rec.status == "RUNNING":
         client.update_run(parent, status="RUNNING")
     else:
