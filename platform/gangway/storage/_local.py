@@ -1,4 +1,9 @@
-"""The ``file://`` backend: plain files, atomic writes by rename."""
+"""The ``file://`` backend: plain files, atomic writes by rename.
+
+Also the local-filesystem helpers the rest of Gangway uses (:func:`os_errors`,
+:func:`write_atomic`) and those the publish protocol uses on a local directory
+(:func:`list_files`, :func:`is_temp_name`).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,23 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gangway.errors import NotFoundError, PermanentError, TransientError
-from gangway.storage._types import ObjectInfo
+from gangway.storage._types import ObjectInfo, OnDone, TreeCommit
+from gangway.storage._uri import Location
 
-__all__ = ["LocalBackend", "is_temp_name", "os_errors", "temp_sibling", "write_atomic"]
+__all__ = [
+    "LocalBackend",
+    "copy_files",
+    "is_temp_name",
+    "list_files",
+    "os_errors",
+    "temp_sibling",
+    "write_atomic",
+]
 
 _TMP_MARK = ".tmp-"
 _TRANSIENT = {errno.ENOSPC, errno.EIO, errno.EAGAIN, errno.EINTR, errno.ENOMEM, errno.EDQUOT}
@@ -89,67 +103,120 @@ def _stat(path: Path) -> os.stat_result | None:
             raise e
 
 
+def list_files(root: Path) -> list[ObjectInfo]:
+    """Every regular file under ``root`` (links followed, temporaries skipped), keys relative
+    to it and sorted; ``root`` itself when it is a file; nothing when it is missing."""
+    st = _stat(root)  # missing: an empty listing; forbidden: an error naming the path
+    if st is None or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return []
+    if stat.S_ISREG(st.st_mode):
+        return [ObjectInfo(key="", size=st.st_size)]
+    out: list[ObjectInfo] = []
+
+    def unreadable(e: OSError) -> None:
+        with os_errors("list", Path(e.filename or root)):
+            raise e
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
+        dirnames[:] = sorted(d for d in dirnames if not is_temp_name(d))
+        for name in sorted(filenames):
+            if is_temp_name(name):
+                continue
+            p = Path(dirpath) / name
+            entry = _stat(p)  # None: a dangling link, or gone meanwhile — not an object
+            if entry is not None and stat.S_ISREG(entry.st_mode):
+                out.append(ObjectInfo(key=p.relative_to(root).as_posix(), size=entry.st_size))
+    return out
+
+
+def copy_files(pairs: Sequence[tuple[Path, Path]], workers: int, on_done: OnDone = None) -> None:
+    """Copy (src, dst) pairs in parallel; each destination appears whole or not at all."""
+    for src, _ in pairs:
+        if not src.is_file():
+            raise NotFoundError(f"file://{src} does not exist")
+
+    def one(pair: tuple[Path, Path]) -> None:
+        _atomic_copy(*pair)
+        if on_done is not None:
+            on_done(pair[1].stat().st_size)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        list(pool.map(one, pairs))
+
+
 class LocalBackend:
-    """Files under a local directory tree."""
+    """A ``file://`` location: a file, or a directory tree, on a local filesystem.
 
-    def list(self, root: Path) -> list[ObjectInfo]:
-        st = _stat(root)  # missing: an empty listing; forbidden: an error naming the path
-        if st is None or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            return []
-        if stat.S_ISREG(st.st_mode):
-            return [ObjectInfo(key="", size=st.st_size)]
-        out: list[ObjectInfo] = []
+    Relative paths are joined onto the location as they are (the publish protocol checks
+    the paths a manifest lists before they get here).
+    """
 
-        def unreadable(e: OSError) -> None:
-            with os_errors("list", Path(e.filename or root)):
-                raise e
+    def __init__(self, location: Location) -> None:
+        self.location = location
+        self.root = location.path
 
-        for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
-            dirnames[:] = sorted(d for d in dirnames if not is_temp_name(d))
-            for name in sorted(filenames):
-                if is_temp_name(name):
-                    continue
-                p = Path(dirpath) / name
-                entry = _stat(p)  # None: a dangling link, or gone meanwhile — not an object
-                if entry is not None and stat.S_ISREG(entry.st_mode):
-                    out.append(ObjectInfo(key=p.relative_to(root).as_posix(), size=entry.st_size))
-        return out
+    def list_objects(self) -> list[ObjectInfo]:
+        return list_files(self.root)
 
-    def exists(self, path: Path) -> bool:
-        return path.is_file()
+    def exists(self) -> bool:
+        return self.root.is_file()
 
-    def read_bytes(self, path: Path) -> bytes:
-        if path.is_dir():
-            raise PermanentError(f"file://{path} is a directory, expected a file")
-        with os_errors("read", path):
-            return path.read_bytes()
+    def read_bytes(self) -> bytes:
+        if self.root.is_dir():
+            raise PermanentError(f"file://{self.root} is a directory, expected a file")
+        with os_errors("read", self.root):
+            return self.root.read_bytes()
 
-    def write_bytes(self, path: Path, data: bytes) -> None:
-        write_atomic(path, data, fsync=True)
+    def write_bytes(self, data: bytes) -> None:
+        write_atomic(self.root, data, fsync=True)
 
-    def copy_files(
-        self,
-        pairs: Sequence[tuple[Path, Path]],
-        workers: int,
-        on_done: Callable[[int], None] | None = None,
-    ) -> None:
-        """Copy (src, dst) pairs in parallel; each destination appears whole or not at all."""
-        for src, _ in pairs:
-            if not src.is_file():
-                raise NotFoundError(f"file://{src} does not exist")
+    def delete(self) -> None:
+        with os_errors("delete", self.root), contextlib.suppress(FileNotFoundError):
+            if self.root.is_dir():
+                shutil.rmtree(self.root)  # deleting what is already gone is not an error
+            else:
+                self.root.unlink()
 
-        def one(pair: tuple[Path, Path]) -> None:
-            _atomic_copy(*pair)
-            if on_done is not None:
-                on_done(pair[1].stat().st_size)
+    def download(self, pairs: Sequence[tuple[str, Path]], workers: int, on_done: OnDone) -> None:
+        copy_files([(self.root / rel, dst) for rel, dst in pairs], workers, on_done)
 
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            list(pool.map(one, pairs))
+    def upload(self, pairs: Sequence[tuple[Path, str]], workers: int, *, move: bool) -> None:
+        if not move:
+            copy_files([(src, self.root / rel) for src, rel in pairs], workers)
+            return
+        for src, rel in pairs:  # same filesystem: rename, don't copy
+            dst = self.root / rel
+            with os_errors("write", dst):
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dst)
 
-    def delete(self, paths: Sequence[Path]) -> None:
-        for p in paths:
-            with os_errors("delete", p), contextlib.suppress(FileNotFoundError):
-                if p.is_dir():
-                    shutil.rmtree(p)  # deleting what is already gone is not an error
-                else:
-                    p.unlink()
+    def publish_tree(self, tree: TreeCommit) -> None:
+        """Build the tree in a hidden sibling (renaming ``src`` there with ``move``), write the
+        marker into it, then rename it into place in one step, replacing a partial leftover."""
+        src, dst = tree.src, self.root
+        with os_errors("write", dst.parent):
+            dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = temp_sibling(dst)
+        try:
+            if tree.move:
+                os.replace(src, tmp)
+            else:
+                pairs = [(src / k, tmp / k) for k in tree.rels]
+                copy_files(pairs, workers=tree.workers, on_done=tree.on_done)
+            (tmp / tree.marker_name).write_bytes(tree.marker)
+            if dst.exists():  # a partial leftover (no marker): replace it
+                shutil.rmtree(dst)
+            os.replace(tmp, dst)
+        except OSError as e:
+            if tree.committed():  # lost a race to an identical publisher
+                return
+            raise PermanentError(
+                f"cannot publish {src} to file://{dst}: {e.strerror or e}; check the path and its "
+                "permissions"
+            ) from None
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def local_dir(self) -> Path | None:
+        return self.root

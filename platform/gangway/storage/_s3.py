@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 from gangway.errors import NotFoundError, PermanentError, TransientError
 from gangway.storage._local import write_atomic as _write_atomic
-from gangway.storage._types import ObjectInfo
+from gangway.storage._types import ObjectInfo, OnDone, TreeCommit
+from gangway.storage._uri import Location
 
 __all__ = ["S3Backend", "s3_errors"]
 
@@ -102,16 +103,80 @@ def s3_errors(what: str) -> Iterator[None]:
 
 
 class S3Backend:
-    """Objects in one bucket, addressed by key."""
+    """An ``s3://`` location: an object, or the objects under a prefix, in one bucket.
 
-    def __init__(self, bucket: str) -> None:
-        self.bucket = bucket
+    A relative path becomes the key below the location's (checked by the URI rule).
+    """
+
+    def __init__(self, location: Location) -> None:
+        self.location = location
+        self.bucket = location.bucket
+
+    def _key(self, rel: str) -> str:
+        return self.location.child(rel).key
 
     def _uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
-    def list(self, prefix: str, pool: int = 10) -> list[ObjectInfo]:
-        client = _client(pool)
+    def _tree(self) -> list[ObjectInfo]:
+        """The objects below the location taken as a directory (never the object itself)."""
+        return self._list(self.location.key.rstrip("/") + "/")
+
+    def list_objects(self) -> list[ObjectInfo]:
+        return self._list(self.location.key)
+
+    def exists(self) -> bool:
+        key = self.location.key
+        try:
+            with s3_errors(self._uri(key)):
+                _client(10).head_object(Bucket=self.bucket, Key=key)
+        except NotFoundError:
+            return False
+        return True
+
+    def read_bytes(self) -> bytes:
+        key = self.location.key
+        with s3_errors(self._uri(key)):
+            body = _client(10).get_object(Bucket=self.bucket, Key=key)["Body"]
+            data: bytes = body.read()
+            return data
+
+    def write_bytes(self, data: bytes) -> None:
+        self._put(self.location.key, data)
+
+    def delete(self) -> None:
+        keys = [self._key(o.key) for o in self.list_objects()]
+        if keys:
+            self._delete_keys(keys)
+
+    def download(self, pairs: Sequence[tuple[str, Path]], workers: int, on_done: OnDone) -> None:
+        """Files below the location are looked up in one listing first: its sizes and ETags
+        route small files to plain GETs and save s3transfer a HeadObject per large one."""
+        listing = {o.key: o for o in self._tree()} if any(rel for rel, _ in pairs) else {}
+        items = [(self._key(rel), dst, listing.get(rel)) for rel, dst in pairs]
+        self._download_files(items, workers, on_done)
+
+    def upload(self, pairs: Sequence[tuple[Path, str]], workers: int, *, move: bool) -> None:
+        """Upload the pairs; ``move`` does not apply to S3 (the local files are kept)."""
+        self._upload_files([(src, self._key(rel)) for src, rel in pairs], workers)
+
+    def publish_tree(self, tree: TreeCommit) -> None:
+        """Delete leftovers of an interrupted publish, upload the files, PUT the marker last.
+        Each PUT is atomic on its own, so no race needs ``committed``; ``move`` does not apply.
+        """
+        wanted = set(tree.rels)
+        stale = [o.key for o in self._tree() if o.key not in wanted]
+        if stale:  # leftovers of an earlier, interrupted publish
+            self._delete_keys([self._key(k) for k in stale])
+        pairs = [(tree.src / k, self._key(k)) for k in tree.rels]
+        self._upload_files(pairs, tree.workers, tree.on_done)
+        self._put(self._key(tree.marker_name), tree.marker)
+
+    def local_dir(self) -> Path | None:
+        return None
+
+    def _list(self, prefix: str) -> list[ObjectInfo]:
+        client = _client(10)
         out: list[ObjectInfo] = []
         with s3_errors(self._uri(prefix)):
             # An exact object counts as a listing of one, like a local file.
@@ -135,21 +200,7 @@ class S3Backend:
                     )
         return sorted(out, key=lambda o: o.key)
 
-    def exists(self, key: str) -> bool:
-        try:
-            with s3_errors(self._uri(key)):
-                _client(10).head_object(Bucket=self.bucket, Key=key)
-        except NotFoundError:
-            return False
-        return True
-
-    def read_bytes(self, key: str) -> bytes:
-        with s3_errors(self._uri(key)):
-            body = _client(10).get_object(Bucket=self.bucket, Key=key)["Body"]
-            data: bytes = body.read()
-            return data
-
-    def write_bytes(self, key: str, data: bytes) -> None:
+    def _put(self, key: str, data: bytes) -> None:
         """A single PUT: S3 makes the object visible whole or not at all."""
         with s3_errors(self._uri(key)):
             _client(10).put_object(Bucket=self.bucket, Key=key, Body=data)
@@ -165,7 +216,7 @@ class S3Backend:
         )
         return TransferManager(_client(workers), cfg)
 
-    def download_files(
+    def _download_files(
         self,
         items: Sequence[tuple[str, Path, ObjectInfo | None]],
         workers: int,
@@ -216,7 +267,7 @@ class S3Backend:
             ]
             self._wait(futures, [p for _, p, _ in large], on_done)
 
-    def upload_files(
+    def _upload_files(
         self,
         pairs: Sequence[tuple[Path, str]],
         workers: int,
@@ -263,7 +314,7 @@ class S3Backend:
             if on_done is not None:
                 on_done(path.stat().st_size)
 
-    def delete(self, keys: Sequence[str]) -> None:
+    def _delete_keys(self, keys: Sequence[str]) -> None:
         client = _client(10)
         for i in range(0, len(keys), 1000):
             batch = [{"Key": k} for k in keys[i : i + 1000]]
