@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gangway import storage
-from gangway.contract import tag
+from gangway.contract import ENV_PIPELINE, tag
 from gangway.errors import NotFoundError, PermanentError
 from gangway.step import emit, main_wrapper
 from gangway.tracking import CheckpointRef, StepTracker
@@ -113,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--best-out", type=Path, help="write the best checkpoint's URI to this file")
     p.add_argument(
         "--register-as",
-        default=os.environ.get("GANGWAY_PIPELINE", ""),
+        default=os.environ.get(ENV_PIPELINE, ""),
         metavar="MODEL",
         help="register the best checkpoint as a version of this MLflow registered model "
         "(default: the pipeline's name when run in a pipeline; '' to skip)",

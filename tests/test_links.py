@@ -79,7 +79,7 @@ def test_the_annotation_lands_where_argo_copies_it_to_workflows() -> None:
 def test_submit_dry_run_annotates_with_the_pipelines_experiment(mlflow_server: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    from gangway.lineage.replay import ensure_experiment
+    from gangway.lineage.ensure import ensure_experiment
 
     exp = ensure_experiment(MlflowClient(tracking_uri=mlflow_server), "train-eval-infer")
     res = _gangway(

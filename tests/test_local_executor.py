@@ -21,7 +21,7 @@ from gangway.local import (
     run_pipeline,
     workflow_from_template,
 )
-from gangway.retries import LastAttempt, next_retry, retry_expression
+from gangway.retries import LastAttempt, duration_seconds, next_retry, retry_expression
 
 
 def py(
@@ -264,9 +264,14 @@ GANG_POLICIES: list[dict[str, Any]] = [
 
 
 def test_gang_pods_get_the_pytorch_plugin_env(tmp_path: Path) -> None:
+    # Each rank writes its file; the master then waits for the others, as a final barrier
+    # would (its completion completes the Job, and the controller stops the rest).
     code = (
-        f"import os, pathlib; pathlib.Path({str(tmp_path)!r}, os.environ['RANK']).write_text("
-        "os.environ['WORLD_SIZE'] + ' ' + os.environ['MASTER_ADDR'])"
+        f"import os, pathlib, time; d = pathlib.Path({str(tmp_path)!r}); "
+        "(d / os.environ['RANK']).write_text(os.environ['WORLD_SIZE'] + ' ' + "
+        "os.environ['MASTER_ADDR']); "
+        "[time.sleep(0.01) for _ in range(2000) if os.environ['RANK'] == '0' "
+        "and len([p for p in d.iterdir() if p.name.isdigit()]) < 3]"
     )
     wt = workflow(
         {"g": _gang(code, pods=3, max_retry=0, policies=GANG_POLICIES)},
@@ -402,6 +407,41 @@ def test_next_retry_is_argo_s_decision(
     }
     last = LastAttempt(status, code, "")
     assert next_retry(strategy, last, retries_done=retries_done, elapsed=elapsed) == delay
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30.0), ("1m30s", 90.0), ("1.5h", 5400.0), ("500ms", 0.5), ("10", 10.0), (None, 0.0)],
+)
+def test_backoff_durations_read_as_go_durations(text: str | None, seconds: float) -> None:
+    assert duration_seconds(text) == seconds
+
+
+def test_conditions_and_expressions_that_cannot_be_read_are_refused_up_front(
+    tmp_path: Path,
+) -> None:
+    """Not after the gang has trained: a condition or retry expression this executor cannot
+    evaluate, or a backoff it cannot read, is named before anything runs."""
+    wt = workflow({"ok": py("pass")}, [{"name": "a", "template": "ok"}])
+    wt["spec"]["templates"][0]["retryStrategy"] = {
+        "limit": 1,
+        "expression": "lastRetry.status matches 'Err.*'",
+        "backoff": {"duration": "1 day"},
+    }
+    wt["spec"]["templates"].append(
+        {
+            "name": "job",
+            "resource": {"action": "create", "manifest": "{}", "successCondition": "phase ~ x"},
+        }
+    )
+    with pytest.raises(UnsupportedConstruct) as refused:
+        run(wt, tmp_path)
+    for expected in (
+        "retryStrategy.expression",
+        "retryStrategy.backoff.duration",
+        "(job).resource.successCondition",
+    ):
+        assert expected in str(refused.value)
 
 
 def test_an_error_found_mid_run_ends_the_run_with_a_result_not_a_raise(tmp_path: Path) -> None:

@@ -104,8 +104,9 @@ def test_replay_after_a_race_keeps_one_run_per_record(mlflow_server: str) -> Non
     id, deletes the other, and adds no metric twice."""
     from mlflow.tracking import MlflowClient
 
+    from gangway.lineage.ensure import ensure_experiment
     from gangway.lineage.records import MetricPoint, StepRecord, workflow_from_env
-    from gangway.lineage.replay import ensure_experiment, replay
+    from gangway.lineage.replay import replay
 
     env = _env(mlflow_server, "race", "train")
     rec = StepRecord(workflow=workflow_from_env(env), step="train", status="FINISHED")

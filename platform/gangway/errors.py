@@ -14,13 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gangway.contract import EXIT_OK, EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
+from gangway.contract import EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
 
 __all__ = [
-    "EXIT_OK",
-    "EXIT_PERMANENT",
-    "EXIT_PREEMPTED",
-    "EXIT_TRANSIENT",
     "GangwayError",
     "NotFoundError",
     "PermanentError",

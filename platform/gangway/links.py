@@ -105,7 +105,7 @@ def experiment_id(mlflow_url: str, pipeline: str, *, create: bool) -> str | None
     """The id of the pipeline's MLflow experiment (thin I/O); created when asked and missing."""
     from mlflow.tracking import MlflowClient
 
-    from gangway.lineage.replay import ensure_experiment
+    from gangway.lineage.ensure import ensure_experiment
 
     client = MlflowClient(tracking_uri=mlflow_url)
     if create:

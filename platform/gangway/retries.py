@@ -90,7 +90,8 @@ RETRY_POLICIES: dict[str, frozenset[str]] = {
     "OnTransientError": frozenset({"Error"}),
 }
 """Each ``retryPolicy`` → the node phases it retries (a pod-level error is ``Error``)."""
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 
 
 @dataclass(frozen=True)
@@ -104,15 +105,19 @@ class LastAttempt:
 
 
 def duration_seconds(text: str | int | None) -> float:
-    """An Argo backoff duration (``30s``, ``2m``, ``1.5h``, ``500ms``, a bare number of
-    seconds) in seconds."""
+    """An Argo backoff duration in seconds: a Go duration (``30s``, ``1m30s``, ``1.5h``,
+    ``500ms``) or a bare number of seconds."""
     if text is None:
         return 0.0
-    m = _DURATION.match(str(text).strip())
-    if not m:
-        raise UnsupportedConstruct(f"retry backoff duration {text!r} is not supported locally")
-    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-    return float(m.group(1)) * scale
+    raw = str(text).strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
+        return float(raw)
+    if not raw or _DURATION.sub("", raw):
+        raise UnsupportedConstruct(
+            f"retry backoff duration {text!r}: expected a number of seconds or a duration "
+            "like 30s, 2m, 1m30s, 500ms"
+        )
+    return sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION.findall(raw))
 
 
 def _may_retry(strategy: Mapping[str, Any], last: LastAttempt) -> bool:

@@ -37,6 +37,7 @@ from gangway.contract import (
     tag,
 )
 from gangway.lineage import SyncReport, default_spool, sync
+from gangway.lineage.ensure import run_url
 from gangway.lineage.records import (
     CheckpointRef,
     DatasetRef,
@@ -48,7 +49,6 @@ from gangway.lineage.records import (
     now_ms,
     workflow_from_env,
 )
-from gangway.lineage.replay import run_url
 from gangway.lineage.spool import Spool
 
 __all__ = ["CheckpointRef", "StepTracker", "WorkflowState", "record_workflow", "run_url"]

@@ -11,6 +11,7 @@ from gangway.argo.scope import workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
 from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
+from gangway.retries import RETRY_POLICIES
 
 __all__ = ["check_workflow"]
 
@@ -19,7 +20,6 @@ _REF = re.compile(
     r"(inputs\.parameters|workflow\.parameters|tasks\.([\w-]+)\.outputs\.parameters)"
     r"(?:\.([\w-]+)|\[['\"]([\w-]+)['\"]\])"
 )
-RETRY_POLICIES = {"Always", "OnFailure", "OnError", "OnTransientError"}
 
 
 def _strings(node: Any, path: str) -> Iterator[tuple[str, str]]:

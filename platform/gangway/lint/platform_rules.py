@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from gangway.lint._findings import Finding
-from gangway.step.launch import count_problem
+from gangway.step.torchrun import count_problem
 from gangway.volcano import gang_problems
 
 __all__ = ["GPU_PRODUCT_LABEL", "check_gang", "check_launch", "check_pod"]
@@ -27,7 +27,7 @@ def check_gang(job: Mapping[str, Any], name: str) -> list[Finding]:
 def check_launch(container: Mapping[str, Any], path: str, name: str) -> list[Finding]:
     """Gang rule: the torchrun counts a gang pod starts with are positive (torchrun asserts
     otherwise, and an assertion reads as a lost peer, so the gang would restart in vain);
-    the launcher's own rule (:func:`gangway.step.launch.count_problem`)."""
+    the launcher's own rule (:func:`gangway.step.torchrun.count_problem`)."""
     out = []
     command = list(container.get("command") or [])
     for i, arg in enumerate(str(a) for a in [*command, *(container.get("args") or [])]):

@@ -11,7 +11,11 @@ __all__ = ["SYSTEM_CLOCK", "Clock"]
 
 @dataclass(frozen=True)
 class Clock:
-    """``now()`` in seconds (monotonic) and ``sleep(seconds)``."""
+    """``now()`` in seconds (monotonic) and ``sleep(seconds)``.
+
+    A test's clock may skip the sleeps (retry backoff) and fake durations; where the run waits
+    on processes against a deadline (a gang's grace period), ``now`` should still advance
+    with real time."""
 
     now: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep

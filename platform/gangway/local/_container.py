@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gangway.argo.substitution import substitute_tree
 from gangway.local._attempt import Attempt, RunContext, safe_name
-from gangway.local._gang import error_summary
+from gangway.local._logs import error_summary
 from gangway.local._model import Outcome
 from gangway.local._processes import Stopped
 from gangway.local._scratch import map_scratch

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gangway.argo.errors import UnsupportedConstruct
+from gangway.local._logs import error_summary
 from gangway.local._processes import Stopped
 from gangway.local._scratch import map_scratch
 from gangway.volcano import (
     ABORT_JOB,
+    ABORTED,
     COMPLETE_JOB,
     RESTART_JOB,
     Gang,
@@ -41,7 +43,7 @@ from gangway.volcano import (
 if TYPE_CHECKING:
     from gangway.local._attempt import RunContext
 
-__all__ = ["GangOutcome", "error_summary", "max_local_pods", "run_volcano_job"]
+__all__ = ["GangOutcome", "max_local_pods", "run_volcano_job"]
 
 _KUBE_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -160,7 +162,7 @@ def run_volcano_job(
             if on_restart:
                 on_restart(restarts, reason)
             continue
-        phase = "Aborted" if stopping and action != COMPLETE_JOB else end_phase(action)
+        phase = ABORTED if stopping and action != COMPLETE_JOB else end_phase(action)
         if action == RESTART_JOB and not stopping:
             reason += f"; {gang.gave_up}"
         status = job_object(job, name=name, phase=phase, restarts=restarts)
@@ -200,22 +202,6 @@ def _first_error(log_dir: Path, pods: list[str]) -> str:
             if found:
                 return f" ({name}: {found})"
     return ""
-
-
-def error_summary(lines: list[str]) -> str | None:
-    """The last ``error:`` line of a log, with the items of a multi-line one (indented lines
-    after a line ending in ':'), and nothing of a traceback that may follow."""
-    starts = [i for i, ln in enumerate(lines) if ln.startswith("error:")]
-    if not starts:
-        return None
-    i = starts[-1]
-    detail = [lines[i]]
-    if lines[i].endswith(":"):
-        for ln in lines[i + 1 : i + 6]:
-            if not ln.startswith("  ") or ln.lstrip().startswith("File "):
-                break
-            detail.append(ln.strip())
-    return " ".join(detail)[:400]
 
 
 def _watch(pods: list[_Pod], gang: Gang, ctx: RunContext) -> tuple[str, str, dict[str, int]]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gangway.argo.scope import parameter_values
 from gangway.contract import LINEAGE_SPOOL, PIPELINE_LABEL
 from gangway.errors import PermanentError
 from gangway.lineage import sqlite_path, sqlite_uri
@@ -69,11 +70,7 @@ class LocalRun:
 
     @property
     def parameters(self) -> dict[str, str]:
-        spec = self.saved.workflow.get("spec") or {}
-        return {
-            p["name"]: str(p.get("value", ""))
-            for p in (spec.get("arguments") or {}).get("parameters") or []
-        }
+        return parameter_values(self.saved.workflow.get("spec") or {})
 
     @property
     def pipeline_name(self) -> str:

@@ -12,8 +12,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gangway.argo.conditions import SATISFIED_BY_NAME, depends_on
+from gangway.argo.conditions import SATISFIED_BY_NAME, depends_on, resource_condition
 from gangway.argo.errors import UnsupportedConstruct
+from gangway.argo.expressions import evaluate
 from gangway.retries import RETRY_POLICIES, duration_seconds
 
 __all__ = ["JSON_PATH", "check_supported", "task_dependencies", "unsupported"]
@@ -41,6 +42,7 @@ UNSUPPORTED_TEMPLATE = (
 UNSUPPORTED_TASK = ("templateRef", "withSequence", "continueOn", "hooks", "onExit", "inline")
 JSON_PATH = re.compile(r"\{(\.[\w-]+)+\}")
 """The jsonPath form a resource template's output may use locally: ``{.status.state.phase}``."""
+_LAST_RETRY = {"lastRetry.status": "Failed", "lastRetry.exitCode": "1", "lastRetry.message": ""}
 
 
 def check_supported(workflow: Mapping[str, Any]) -> None:
@@ -113,8 +115,15 @@ def _body(t: Mapping[str, Any], where: str) -> Iterator[str]:
             if "path" not in (p.get("valueFrom") or {}):
                 yield f"{where}: output {p.get('name')} needs valueFrom.path locally"
     if "resource" in t:
-        if (t["resource"] or {}).get("action") != "create":
+        res = t["resource"] or {}
+        if res.get("action") != "create":
             yield f"{where}.resource: only action: create runs locally"
+        for key in ("successCondition", "failureCondition"):
+            if res.get(key):
+                try:
+                    resource_condition(str(res[key]), {})
+                except UnsupportedConstruct as e:
+                    yield f"{where}.resource.{key}: {e}"
         for p in outputs:
             if not JSON_PATH.fullmatch(str((p.get("valueFrom") or {}).get("jsonPath", ""))):
                 yield (
@@ -127,6 +136,11 @@ def _retry(strategy: Mapping[str, Any], where: str) -> Iterator[str]:
     policy = strategy.get("retryPolicy", "OnFailure")
     if policy not in RETRY_POLICIES:
         yield f"{where}: retryPolicy {policy!r} is not supported locally"
+    if strategy.get("expression"):
+        try:  # how it reads, not what it says: the values are placeholders
+            evaluate(str(strategy["expression"]), _LAST_RETRY)
+        except UnsupportedConstruct as e:
+            yield f"{where}.expression: {e}"
     backoff = strategy.get("backoff") or {}
     for key in ("duration", "maxDuration"):
         try:

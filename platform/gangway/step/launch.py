@@ -31,8 +31,9 @@ from gangway.contract import (
     EXIT_PREEMPTED,
     EXIT_TRANSIENT,
 )
+from gangway.step.torchrun import config_errors, processes_per_pod
 
-__all__ = ["config_errors", "count_problem", "gang_exit_code", "main"]
+__all__ = ["gang_exit_code", "main"]
 
 
 def gang_exit_code(
@@ -48,57 +49,6 @@ def gang_exit_code(
     if any(c not in (EXIT_OK,) for c in worker_codes):
         return EXIT_PERMANENT
     return EXIT_TRANSIENT  # workers all succeeded but torchrun failed: agent/rendezvous trouble
-
-
-def _flag(argv: Sequence[str], *names: str) -> str | None:
-    """The value of a torchrun flag (``--x=v`` or ``--x v``), or None when absent."""
-    for i, a in enumerate(argv):
-        if a in ("-m", "--module") or not a.startswith("-"):
-            break  # the training module's own arguments start here
-        key, eq, value = a.partition("=")
-        if key in names:
-            if eq:
-                return value
-            return argv[i + 1] if i + 1 < len(argv) else ""
-    return None
-
-
-NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
-_NPROC_FLAGS = ("--nproc-per-node", "--nproc_per_node")
-
-
-def count_problem(flag: str, value: str) -> str | None:
-    """What is wrong with the value of torchrun's ``--nnodes`` or ``--nproc-per-node`` (None
-    when it is fine, or for another flag): torchrun asserts on a count below 1, and an
-    assertion reads as a lost peer."""
-    flag = flag.replace("_", "-")
-    if flag == "--nnodes":
-        if all(p.isdigit() and int(p) > 0 for p in value.split(":")):
-            return None
-        return "must be a positive number of pods (or MIN:MAX)"
-    if flag == "--nproc-per-node":
-        if value in NPROC_WORDS or (value.isdigit() and int(value) > 0):
-            return None
-        return (
-            f"must be a positive number of processes per pod (or one of {', '.join(NPROC_WORDS)})"
-        )
-    return None
-
-
-def config_errors(argv: Sequence[str]) -> list[str]:
-    """What is wrong with the gang's own settings (permanent: a restart cannot fix them)."""
-    errors = []
-    for flag, names in (("--nnodes", ("--nnodes",)), ("--nproc-per-node", _NPROC_FLAGS)):
-        value = _flag(argv, *names)
-        problem = None if value is None else count_problem(flag, value)
-        if problem is not None:
-            errors.append(f"{flag}={value!r}: {problem}")
-    return errors
-
-
-def _nproc(argv: Sequence[str]) -> int:
-    value = _flag(argv, *_NPROC_FLAGS) or "1"
-    return int(value) if value.isdigit() else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, forward)
         rc = proc.wait()
         codes = [int(p.read_text()) for p in Path(exit_dir).glob("rank-*")]
-    code = gang_exit_code(rc, codes, _nproc(args), got_sigterm)
+    code = gang_exit_code(rc, codes, processes_per_pod(args), got_sigterm)
     if code != EXIT_OK:
         print(
             f"gangway launch: torchrun exited {rc}, workers {sorted(codes)} -> exit {code}",

@@ -25,9 +25,11 @@ from gangway.volcano.gang import (
 )
 from gangway.volcano.job import (
     ABORT_JOB,
+    ABORTED,
     COMPLETE_JOB,
     COMPLETED,
     DEFAULT_MAX_RETRY,
+    FAILED,
     FAILED_PHASES,
     FAILURE_CONDITION,
     JOB_API_VERSION,
@@ -36,6 +38,7 @@ from gangway.volcano.job import (
     PYTORCH_PORT,
     RESTART_JOB,
     SUCCESS_CONDITION,
+    TERMINATED,
     LifecyclePolicy,
     PodSpec,
     PodTemplate,
@@ -45,10 +48,12 @@ from gangway.volcano.job import (
 )
 
 __all__ = [
+    "ABORTED",
     "ABORT_JOB",
     "COMPLETED",
     "COMPLETE_JOB",
     "DEFAULT_MAX_RETRY",
+    "FAILED",
     "FAILED_PHASES",
     "FAILURE_CONDITION",
     "JOB_API_VERSION",
@@ -57,6 +62,7 @@ __all__ = [
     "PYTORCH_PORT",
     "RESTART_JOB",
     "SUCCESS_CONDITION",
+    "TERMINATED",
     "Gang",
     "GangTask",
     "LifecyclePolicy",

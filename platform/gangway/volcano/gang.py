@@ -10,11 +10,14 @@ from typing import Any
 
 from gangway.volcano.job import (
     ABORT_JOB,
+    ABORTED,
     COMPLETE_JOB,
     COMPLETED,
     DEFAULT_MAX_RETRY,
+    FAILED,
     JOB_API_VERSION,
     JOB_KIND,
+    TERMINATED,
 )
 
 __all__ = [
@@ -150,10 +153,10 @@ def end_phase(action: str) -> str:
     """The phase a Job ends in when the controller takes ``action``."""
     phases: dict[str, str] = {
         COMPLETE_JOB: COMPLETED,
-        ABORT_JOB: "Aborted",
-        "TerminateJob": "Terminated",
+        ABORT_JOB: ABORTED,
+        "TerminateJob": TERMINATED,
     }
-    return phases.get(action, "Failed")
+    return phases.get(action, FAILED)
 
 
 def job_object(

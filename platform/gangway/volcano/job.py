@@ -16,10 +16,12 @@ from hera.workflows.models import (
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "ABORTED",
     "ABORT_JOB",
     "COMPLETED",
     "COMPLETE_JOB",
     "DEFAULT_MAX_RETRY",
+    "FAILED",
     "FAILED_PHASES",
     "FAILURE_CONDITION",
     "JOB_API_VERSION",
@@ -27,6 +29,7 @@ __all__ = [
     "JOB_OUTPUTS",
     "RESTART_JOB",
     "SUCCESS_CONDITION",
+    "TERMINATED",
     "LifecyclePolicy",
     "PodSpec",
     "PodTemplate",
@@ -41,7 +44,10 @@ PYTORCH_PORT = 23456
 DEFAULT_MAX_RETRY = 3
 """Volcano's default ``maxRetry``: whole-gang restarts before the Job fails."""
 COMPLETED = "Completed"
-FAILED_PHASES = ("Failed", "Aborted", "Terminated")
+FAILED = "Failed"
+ABORTED = "Aborted"
+TERMINATED = "Terminated"
+FAILED_PHASES = (FAILED, ABORTED, TERMINATED)
 """The terminal phases of a Job that did not complete."""
 SUCCESS_CONDITION = f"status.state.phase == {COMPLETED}"
 FAILURE_CONDITION = f"status.state.phase in ({','.join(FAILED_PHASES)})"
@@ -227,16 +233,16 @@ def pytorch_job(
         },
         policies=[
             # A permanent error (exit 1) cannot be fixed by restarting the gang.
-            LifecyclePolicy(exit_code=1, action="AbortJob"),
-            LifecyclePolicy(event="PodEvicted", action="RestartJob"),
-            LifecyclePolicy(event="PodFailed", action="RestartJob"),
+            LifecyclePolicy(exit_code=1, action=ABORT_JOB),
+            LifecyclePolicy(event="PodEvicted", action=RESTART_JOB),
+            LifecyclePolicy(event="PodFailed", action=RESTART_JOB),
         ],
         tasks=[
             VolcanoTask(
                 name="master",
                 replicas=1,
                 template=template,
-                policies=[LifecyclePolicy(event="TaskCompleted", action="CompleteJob")],
+                policies=[LifecyclePolicy(event="TaskCompleted", action=COMPLETE_JOB)],
             ),
             VolcanoTask(name="worker", replicas=workers, template=template),
         ],
