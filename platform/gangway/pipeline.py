@@ -35,7 +35,7 @@ from gangway.contract import (
 )
 from gangway.errors import PermanentError
 from gangway.retries import StepKind, retry_strategy
-from gangway.volcano import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
+from gangway.volcano.job import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
 
 __all__ = [
     "OUT_DIR",

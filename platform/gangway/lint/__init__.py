@@ -26,7 +26,7 @@ from gangway.lint.argo_rules import check_workflow
 from gangway.lint.crds import CrdSchemas
 from gangway.lint.platform_rules import check_gang, check_launch, check_pod
 from gangway.lint.structural import validate_structure
-from gangway.volcano import is_job, pod_specs
+from gangway.volcano.gang import is_job, pod_specs
 
 __all__ = ["CrdSchemas", "Finding", "lint_manifest"]
 

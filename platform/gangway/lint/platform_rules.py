@@ -9,7 +9,7 @@ from typing import Any
 
 from gangway.lint._findings import Finding
 from gangway.step.torchrun import count_problem
-from gangway.volcano import gang_problems
+from gangway.volcano.gang import gang_problems
 
 __all__ = ["GPU_PRODUCT_LABEL", "check_gang", "check_launch", "check_pod"]
 

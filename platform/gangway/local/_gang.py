@@ -28,17 +28,8 @@ from gangway.argo.errors import UnsupportedConstruct
 from gangway.local._logs import error_summary
 from gangway.local._processes import Stopped
 from gangway.local._scratch import map_scratch
-from gangway.volcano import (
-    ABORT_JOB,
-    ABORTED,
-    COMPLETE_JOB,
-    RESTART_JOB,
-    Gang,
-    end_phase,
-    job_object,
-    pytorch_env,
-    read_gang,
-)
+from gangway.volcano.gang import Gang, end_phase, job_object, pytorch_env, read_gang
+from gangway.volcano.job import ABORT_JOB, ABORTED, COMPLETE_JOB, RESTART_JOB
 
 if TYPE_CHECKING:
     from gangway.local._attempt import RunContext

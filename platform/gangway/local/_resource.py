@@ -13,7 +13,8 @@ from gangway.argo.manifests import fill_manifest
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._gang import run_volcano_job
 from gangway.local._model import NodeResult, Outcome
-from gangway.volcano import JOB_API_VERSION, is_job
+from gangway.volcano.gang import is_job
+from gangway.volcano.job import JOB_API_VERSION
 
 __all__ = ["run_resource"]
 
