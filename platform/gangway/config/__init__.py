@@ -1,0 +1,62 @@
+"""The platform config: one declarative file for clusters, orgs and teams (queues, quotas,
+priorities), storage, MLflow and the allowed image registries.
+
+:func:`load_config` reads the file named by ``GANGWAY_CONFIG``, else the example shipped with
+Gangway (``example.yaml`` beside this module), and reports every problem at once with its field
+path. The cluster side is rendered from it (``gangway manifests render``); the pipeline's
+defaults — image, storage root, MLflow, a team's queue and priority class — come from it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from gangway.config.checks import problems
+from gangway.config.model import PlatformConfig, TeamView
+from gangway.errors import PermanentError, field_errors
+
+__all__ = ["CONFIG_ENV", "EXAMPLE", "PlatformConfig", "TeamView", "config_path", "load_config"]
+
+CONFIG_ENV = "GANGWAY_CONFIG"
+EXAMPLE = Path(__file__).with_name("example.yaml")
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """The config file in use: ``GANGWAY_CONFIG``, else the shipped example."""
+    env = os.environ if env is None else env
+    return Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else EXAMPLE
+
+
+def load_config(path: Path | None = None) -> PlatformConfig:
+    """The platform config at ``path`` (default: :func:`config_path`), checked whole."""
+    return _load(str(path or config_path()))
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> PlatformConfig:
+    where = str(path)
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise PermanentError(f"{where}: cannot read it: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise PermanentError(f"{where}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise PermanentError(f"{where}: expected a mapping (clusters:, orgs:, teams:, …)")
+    try:
+        cfg = PlatformConfig.model_validate(raw)
+    except ValidationError as e:
+        lines = field_errors(e, root="(the file)").split("; ")
+        raise PermanentError(
+            f"{where}: {len(lines)} problem(s):\n  " + "\n  ".join(lines)
+        ) from None
+    found = problems(cfg)
+    if found:
+        raise PermanentError(f"{where}: {len(found)} problem(s):\n  " + "\n  ".join(found))
+    return cfg

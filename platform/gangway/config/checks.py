@@ -1,0 +1,147 @@
+"""What only the whole config can tell: quotas against each other and their parents, names
+that must be unique or must exist. A pure function: every problem, each with its field path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gangway.config.model import Org, PlatformConfig, Quota, Resources, Team
+
+__all__ = ["problems"]
+
+
+def problems(cfg: PlatformConfig) -> list[str]:
+    """Every cross-field problem of ``cfg`` as ``path: what is wrong and what to do``."""
+    return [
+        *_priority_classes(cfg),
+        *_names(cfg),
+        *_storage_and_images(cfg),
+        *(p for path, q in _quotas(cfg) for p in _quota(q, path)),
+        *(p for name, org in cfg.orgs.items() for p in _children(org, f"orgs.{name}")),
+        *_gpu_types(cfg),
+    ]
+
+
+def _teams(cfg: PlatformConfig) -> Iterator[tuple[str, Team]]:
+    for o, org in cfg.orgs.items():
+        for name, team in org.teams.items():
+            yield f"orgs.{o}.teams.{name}", team
+    for name, team in cfg.teams.items():
+        yield f"teams.{name}", team
+
+
+def _quotas(cfg: PlatformConfig) -> Iterator[tuple[str, Quota]]:
+    yield from ((f"orgs.{name}", org) for name, org in cfg.orgs.items())
+    yield from _teams(cfg)
+
+
+def _priority_classes(cfg: PlatformConfig) -> Iterator[str]:
+    known = sorted(cfg.priority_classes)
+    if cfg.default_priority_class not in cfg.priority_classes:
+        yield (
+            f"default_priority_class: {cfg.default_priority_class!r} is not in priority_classes "
+            f"({', '.join(known)})"
+        )
+    for path, team in _teams(cfg):
+        for i, pc in enumerate(team.priority_classes):
+            if pc not in cfg.priority_classes:
+                yield (
+                    f"{path}.priority_classes[{i}]: unknown priority class {pc!r}; "
+                    f"define it under priority_classes or use one of {', '.join(known)}"
+                )
+
+
+def _names(cfg: PlatformConfig) -> Iterator[str]:
+    """Queues and namespaces name one thing each; Volcano's root queue is its own."""
+    queues: dict[str, str] = {}
+    namespaces: dict[str, str] = {}
+    for name, org in cfg.orgs.items():
+        queues.setdefault(org.queue or name, f"orgs.{name}")
+    for view, (path, _team) in zip(cfg.team_views().values(), _teams(cfg), strict=True):
+        for seen, value, what in (
+            (queues, view.queue, "queue"),
+            (namespaces, view.namespace, "namespace"),
+        ):
+            if value in seen:
+                yield f"{path}.{what}: {value!r} is already the {what} of {seen[value]}; rename one"
+            else:
+                seen[value] = path
+    if "root" in queues:
+        yield f"{queues['root']}.queue: 'root' is Volcano's root queue; choose another name"
+
+
+def _storage_and_images(cfg: PlatformConfig) -> Iterator[str]:
+    for name, cluster in cfg.clusters.items():
+        if cluster.region not in cfg.storage.buckets:
+            yield (
+                f"clusters.{name}.region: no storage.buckets entry for {cluster.region!r}; add "
+                "the artifact bucket of that region"
+            )
+    for region, uri in cfg.storage.buckets.items():
+        if not uri.startswith("s3://"):
+            yield f"storage.buckets.{region}: {uri!r} is not an s3:// URI"
+    if not any(cfg.image.startswith(r) for r in cfg.registries):
+        yield f"image: {cfg.image!r} is not from an allowed registry ({', '.join(cfg.registries)})"
+
+
+def _over(small: Resources, big: Resources) -> list[str]:
+    """The resources of which ``small`` has more than ``big`` (those ``big`` sets)."""
+    have, limit = small.amounts(), big.amounts()
+    return sorted(k for k, v in have.items() if k in limit and v > limit[k])
+
+
+def _quota(q: Quota, path: str) -> Iterator[str]:
+    fix = "lower it or raise that"
+    if q.capability is not None:
+        for what in ("guarantee", "deserved"):
+            for r in _over(getattr(q, what), q.capability):
+                yield f"{path}.{what}.{_field(r)}: more than its capability; {fix}"
+    for r in _over(q.guarantee, q.deserved) if q.deserved.amounts() else []:
+        yield f"{path}.guarantee.{_field(r)}: more than its deserved share; {fix}"
+
+
+def _children(org: Org, path: str) -> Iterator[str]:
+    """The teams of an org fit in it: each capability within the org's, the sums of their
+    guarantees and deserved shares within the org's."""
+    for name, team in org.teams.items():
+        if org.capability is not None and team.capability is not None:
+            for r in _over(team.capability, org.capability):
+                yield (
+                    f"{path}.teams.{name}.capability.{_field(r)}: more than the org's "
+                    "capability; a child queue cannot exceed its parent"
+                )
+    for what in ("guarantee", "deserved"):
+        total = _sum([getattr(t, what) for t in org.teams.values()])
+        for r in _over(total, getattr(org, what)):
+            yield (
+                f"{path}.teams: their {what}s add up to more than the org's {what}.{_field(r)}; "
+                "raise the org's or lower the teams'"
+            )
+
+
+def _sum(parts: list[Resources]) -> Resources:
+    from decimal import Decimal
+
+    cpu = sum((p.amounts().get("cpu", Decimal(0)) for p in parts), Decimal(0))
+    memory = sum((p.amounts().get("memory", Decimal(0)) for p in parts), Decimal(0))
+    gpu: dict[str, int] = {}
+    for p in parts:
+        for t, n in p.gpu.items():
+            gpu[t] = gpu.get(t, 0) + n
+    return Resources(cpu=str(cpu) if cpu else None, memory=str(memory) if memory else None, gpu=gpu)
+
+
+def _field(resource: str) -> str:
+    return resource.replace("gpu:", "gpu.")
+
+
+def _gpu_types(cfg: PlatformConfig) -> Iterator[str]:
+    have = cfg.gpu_types()
+    for path, q in _quotas(cfg):
+        for what in ("guarantee", "deserved", "capability"):
+            res = getattr(q, what)
+            for t in sorted((res.gpu if res is not None else {}).keys() - have):
+                yield (
+                    f"{path}.{what}.gpu.{t}: no cluster has {t} GPUs (clusters have: "
+                    f"{', '.join(sorted(have)) or 'none'})"
+                )
