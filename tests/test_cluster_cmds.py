@@ -18,6 +18,7 @@ import yaml
 
 from gangway.cluster import resolve_cluster
 from gangway.compiler import compile_pipeline
+from gangway.config import EXAMPLE
 from gangway.errors import PermanentError
 from gangway.pods import select_pods
 from gangway.status import summarize
@@ -150,28 +151,28 @@ def test_cluster_from_env_and_config(tmp_path: Path) -> None:
         "research",
     )
     assert c.workflow_url("wf-1") == "https://argo.example:2746/workflows/research/wf-1"
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["clusters"] |= {
+        "east": {
+            **raw["clusters"]["us-east"],
+            "argo_server": "https://argo-east",
+            "namespace": "ml",
+            "token_env": "EAST_TOKEN",
+            "argo_ui": "https://ui-east",
+        }
+    }
     cfg = tmp_path / "gangway.yaml"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "clusters": {
-                    "east": {
-                        "argo_server": "https://argo-east",
-                        "namespace": "ml",
-                        "token_env": "EAST_TOKEN",
-                        "ui_url": "https://ui-east",
-                    }
-                }
-            }
-        )
-    )
+    cfg.write_text(yaml.safe_dump(raw))
     east = resolve_cluster("east", {"GANGWAY_CONFIG": str(cfg), "EAST_TOKEN": "Bearer t"})
     assert (east.namespace, east.token) == ("ml", "Bearer t")
     assert east.workflow_url("wf") == "https://ui-east/workflows/ml/wf"
+    assert east.mlflow_url == raw["mlflow"]["ui_url"]
     with pytest.raises(PermanentError, match="no cluster configured"):
         resolve_cluster(None, {})
     with pytest.raises(PermanentError, match="known: east"):
         resolve_cluster("west", {"GANGWAY_CONFIG": str(cfg)})
+    # without GANGWAY_CONFIG, the example's clusters
+    assert resolve_cluster("eu-west", {}).kube_context == "gangway-eu-west"
 
 
 def _gangway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

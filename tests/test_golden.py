@@ -44,7 +44,10 @@ def test_gang_step_is_a_volcano_job_as_designed() -> None:
     spec = job["spec"]
     assert job["apiVersion"] == "batch.volcano.sh/v1alpha1" and job["kind"] == "Job"
     assert job["metadata"]["generateName"] == "{{workflow.name}}-train-"
-    assert spec["schedulerName"] == "volcano" and spec["queue"] == "default"
+    # the team's queue (the pipeline's label) and the run's priority class (a parameter)
+    assert spec["schedulerName"] == "volcano"
+    assert spec["queue"] == "{{workflow.labels.gangway.dev/queue}}"
+    assert spec["priorityClassName"] == "{{workflow.parameters.priority-class}}"
     assert spec["minAvailable"] == sum(t["replicas"] for t in spec["tasks"]) == nodes
     assert [t["name"] for t in spec["tasks"]] == ["master", "worker"]
     assert set(spec["plugins"]) == {"pytorch", "svc", "env"}

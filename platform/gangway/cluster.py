@@ -1,10 +1,12 @@
-"""Where the cluster is: connection settings from flags, the environment, or a config file.
+"""Where the cluster is: connection settings from flags, the environment, or the platform config.
 
-Precedence: an explicit ``--cluster NAME`` (looked up in the file named by ``GANGWAY_CONFIG``,
-under ``clusters:``), else the Argo CLI's own environment (``ARGO_SERVER``, ``ARGO_TOKEN``,
-``ARGO_NAMESPACE``, ``ARGO_INSECURE_SKIP_VERIFY``, ``ARGO_BASE_HREF``). Nothing configured is a
-clear error, never a guess. ``GANGWAY_MLFLOW_URL`` (or ``mlflow_url:`` per cluster) names the
-MLflow server as users reach it, for the workflow's link to its MLflow runs.
+Precedence: an explicit ``--cluster NAME`` (a cluster of the platform config,
+:mod:`gangway.config`: the file named by ``GANGWAY_CONFIG``, else the shipped example), else
+the Argo CLI's own environment (``ARGO_SERVER``, ``ARGO_TOKEN``, ``ARGO_NAMESPACE``,
+``ARGO_INSECURE_SKIP_VERIFY``, ``ARGO_BASE_HREF``). Nothing configured is a clear error, never a
+guess. ``GANGWAY_MLFLOW_URL`` (or a cluster's ``mlflow_url``, else the config's
+``mlflow.ui_url``) names the MLflow server as users reach it, for the workflow's link to its
+MLflow runs.
 """
 
 from __future__ import annotations
@@ -12,9 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-
-import yaml
 
 from gangway.errors import PermanentError
 
@@ -54,36 +53,7 @@ def resolve_cluster(name: str | None, env: Mapping[str, str] | None = None) -> C
     """The cluster to talk to (see the module docstring for precedence)."""
     env = os.environ if env is None else env
     if name:
-        path = env.get("GANGWAY_CONFIG")
-        if not path:
-            raise PermanentError(
-                f"--cluster {name}: set GANGWAY_CONFIG to the platform config "
-                "file that lists clusters"
-            )
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise PermanentError(f"GANGWAY_CONFIG={path}: cannot read it: {e}") from None
-        clusters = raw.get("clusters") or {}
-        if name not in clusters:
-            raise PermanentError(
-                f"--cluster {name}: not in {path}; known: "
-                + (", ".join(sorted(clusters)) or "none")
-            )
-        c = clusters[name]
-        if not c.get("argo_server"):
-            raise PermanentError(f"{path}: clusters.{name}.argo_server is required")
-        token_env = c.get("token_env")
-        return ClusterConfig(
-            name=name,
-            argo_server=str(c["argo_server"]),
-            namespace=str(c.get("namespace", "argo")),
-            token=env.get(token_env) if token_env else None,
-            verify_ssl=not c.get("insecure_skip_verify", False),
-            kube_context=c.get("kube_context"),
-            ui_url=c.get("ui_url"),
-            mlflow_url=c.get("mlflow_url") or env.get("GANGWAY_MLFLOW_URL") or None,
-        )
+        return _from_config(name, env)
     server = env.get("ARGO_SERVER")
     if not server:
         raise PermanentError(
@@ -102,4 +72,27 @@ def resolve_cluster(name: str | None, env: Mapping[str, str] | None = None) -> C
         verify_ssl=not _bool(env.get("ARGO_INSECURE_SKIP_VERIFY")),
         ui_url=env.get("ARGO_BASE_HREF") or None,
         mlflow_url=env.get("GANGWAY_MLFLOW_URL") or None,
+    )
+
+
+def _from_config(name: str, env: Mapping[str, str]) -> ClusterConfig:
+    """Cluster ``name`` of the platform config (:mod:`gangway.config`)."""
+    from gangway.config import config_path, load_config
+
+    path = config_path(env)
+    cfg = load_config(path)
+    if name not in cfg.clusters:
+        raise PermanentError(
+            f"--cluster {name}: not in {path}; known: " + (", ".join(sorted(cfg.clusters)))
+        )
+    c = cfg.clusters[name]
+    return ClusterConfig(
+        name=name,
+        argo_server=c.argo_server,
+        namespace=c.namespace,
+        token=env.get(c.token_env) if c.token_env else None,
+        verify_ssl=not c.insecure_skip_verify,
+        kube_context=c.kube_context,
+        ui_url=c.argo_ui,
+        mlflow_url=c.mlflow_url or env.get("GANGWAY_MLFLOW_URL") or cfg.mlflow.ui_url,
     )

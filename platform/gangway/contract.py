@@ -39,6 +39,7 @@ __all__ = [
     "PIPELINE_LABEL",
     "QUEUE_LABEL",
     "SCRATCH",
+    "SEMAPHORE_CONFIGMAP",
     "STEP_ENV",
     "STEP_LABEL",
     "TAG_PREFIX",
@@ -72,6 +73,8 @@ EXPERIMENT_ANNOTATION = f"{LABEL_PREFIX}/mlflow-experiment-id"
 """Set by ``gangway submit``/``deploy``: the experiment the Argo UI's MLflow link opens."""
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 """Argo's label naming the workflow a pod belongs to; gang pods carry it too."""
+SEMAPHORE_CONFIGMAP = "gangway-semaphores"
+"""In each team's namespace: the team's key holds how many of its workflows may run at once."""
 
 # ---- environment ---------------------------------------------------------------------------
 

@@ -18,16 +18,18 @@ Paths under ``/gangway/`` are per-step scratch space; output parameters are read
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hera.workflows import Container, EmptyDirVolume, Parameter, Resource, WorkflowTemplate
 from hera.workflows import models as m
 
+from gangway.config import PlatformConfig
 from gangway.contract import (
     OUT_DIR,
     PIPELINE_LABEL,
     QUEUE_LABEL,
     SCRATCH,
+    SEMAPHORE_CONFIGMAP,
     STEP_LABEL,
     TEAM_LABEL,
     WORKFLOW_LABEL,
@@ -47,32 +49,61 @@ __all__ = [
 ]
 
 RUN_URL_OUTPUT = "mlflow_run_url"
+PRIORITY_CLASS_PARAM = "priority-class"
+"""The workflow parameter naming the priority class of the run's gangs (one the team may use)."""
+SERVICE_ACCOUNT = "gangway-runner"
+RUN_AS_USER = 1000
+REQUESTS: Mapping[str, str] = {"cpu": "1", "memory": "2Gi"}
+"""What a step's container requests unless it says otherwise."""
 
 
 @dataclass(frozen=True)
 class Defaults:
-    """Platform defaults applied to every pipeline (from the platform config, later)."""
+    """What a team's pipelines get unless they say otherwise: the platform config's image,
+    storage root (the bucket of the first cluster's region), MLflow, and the team's queue,
+    first allowed priority class and semaphore (:meth:`for_team`)."""
 
-    image: str = "ghcr.io/gangway/runtime:latest"
-    storage_root: str = "s3://gangway-artifacts"
-    mlflow_tracking_uri: str = "http://mlflow.mlflow.svc:5000"
-    service_account: str = "gangway-runner"
-    queue: str = "default"
-    priority_class: str = "gangway-normal"
+    image: str
+    storage_root: str
+    mlflow_tracking_uri: str
+    queue: str
+    priority_class: str
+    semaphore: str
+    """The key of the team's entry in :data:`~gangway.contract.SEMAPHORE_CONFIGMAP`."""
+    service_account: str = SERVICE_ACCOUNT
     ttl_seconds: int = 7 * 24 * 3600
-    run_as_user: int = 1000
-    requests: Mapping[str, str] = field(default_factory=lambda: {"cpu": "1", "memory": "2Gi"})
+
+    @classmethod
+    def for_team(cls, team: str, config: PlatformConfig | None = None) -> Defaults:
+        """The defaults of ``team`` in ``config`` (default: :func:`gangway.config.load_config`)."""
+        from gangway.config import config_path, load_config
+
+        cfg = config or load_config()
+        views = cfg.team_views()
+        if team not in views:
+            where = "the given config" if config else str(config_path())
+            raise PermanentError(
+                f"team {team!r} is not in the platform config ({where}); teams: {', '.join(views)}"
+            )
+        view = views[team]
+        region = next(iter(cfg.clusters.values())).region
+        return cls(
+            image=cfg.image,
+            storage_root=cfg.storage.buckets[region],
+            mlflow_tracking_uri=cfg.mlflow.tracking_uri,
+            queue=view.queue,
+            priority_class=view.priority_classes[0],
+            semaphore=view.name,
+            service_account=view.service_account,
+        )
 
 
-DEFAULTS = Defaults()
-
-
-def _pod_security(d: Defaults) -> m.PodSecurityContext:
+def _pod_security() -> m.PodSecurityContext:
     return m.PodSecurityContext(
         run_as_non_root=True,
-        run_as_user=d.run_as_user,
-        run_as_group=d.run_as_user,
-        fs_group=d.run_as_user,
+        run_as_user=RUN_AS_USER,
+        run_as_group=RUN_AS_USER,
+        fs_group=RUN_AS_USER,
         seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
     )
 
@@ -94,17 +125,22 @@ def pipeline(
     description: str,
     parameters: Mapping[str, str | int],
     queue: str | None = None,
-    defaults: Defaults = DEFAULTS,
+    defaults: Defaults | None = None,
 ) -> WorkflowTemplate:
     """A WorkflowTemplate with Gangway's defaults; use it as a ``with`` block like Hera's.
 
-    ``parameters`` become workflow parameters (overridable with ``-p name=value``); ``image``
-    ``storage-root``, ``mlflow-tracking-uri``, ``cluster`` and ``git-sha`` are always present.
+    ``team`` is a team of the platform config: its queue, priority class and semaphore (at
+    most ``max_workflows`` of its workflows run at once) come from there, as do the image,
+    storage root and MLflow (``defaults`` overrides them all). ``parameters`` become workflow
+    parameters (overridable with ``-p name=value``); ``image``, ``storage-root``,
+    ``mlflow-tracking-uri``, ``priority-class``, ``cluster`` and ``git-sha`` are always present.
     """
+    defaults = defaults or Defaults.for_team(team)
     params = {
         "image": defaults.image,
         "storage-root": defaults.storage_root,
         "mlflow-tracking-uri": defaults.mlflow_tracking_uri,
+        PRIORITY_CLASS_PARAM: defaults.priority_class,
         # Filled in by `gangway submit` / `gangway run`; recorded on the MLflow parent run.
         "cluster": "",
         "git-sha": "",
@@ -126,13 +162,22 @@ def pipeline(
         workflow_metadata=m.WorkflowMetadata(labels=labels),
         arguments=[Parameter(name=k, value=str(v)) for k, v in params.items()],
         service_account_name=defaults.service_account,
-        security_context=_pod_security(defaults),
+        security_context=_pod_security(),
         pod_gc=m.PodGC(strategy="OnPodSuccess"),
         ttl_strategy=m.TTLStrategy(
             seconds_after_success=defaults.ttl_seconds,
             seconds_after_failure=2 * defaults.ttl_seconds,
         ),
         pod_metadata=m.Metadata(labels=labels),
+        synchronization=m.Synchronization(
+            semaphores=[
+                m.SemaphoreRef(
+                    config_map_key_ref=m.ConfigMapKeySelector(
+                        name=SEMAPHORE_CONFIGMAP, key=defaults.semaphore
+                    )
+                )
+            ]
+        ),
     )
 
 
@@ -185,7 +230,6 @@ def step(
     outputs: Sequence[str] = (),
     kind: StepKind = "io",
     requests: Mapping[str, str] | None = None,
-    defaults: Defaults = DEFAULTS,
 ) -> Container:
     """A container step: ``python -m MODULE ARGS`` with the platform's defaults.
 
@@ -193,7 +237,7 @@ def step(
     ``{{inputs.parameters.NAME}}``); each of ``outputs`` is read from ``/gangway/out/NAME``.
     """
     _check_module(name, module)
-    req = dict(requests or defaults.requests)
+    req = dict(requests or REQUESTS)
     return Container(
         name=name,
         image="{{workflow.parameters.image}}",
@@ -219,9 +263,11 @@ def gang_step(
     procs_per_node: str = "{{inputs.parameters.procs-per-node}}",
     gpus_per_node: str = "{{inputs.parameters.gpus-per-node}}",
     queue: str | None = None,
-    defaults: Defaults = DEFAULTS,
 ) -> Resource:
     """A gang-scheduled training step: an Argo resource template creating a Volcano Job.
+
+    The Job goes to the pipeline's queue (its ``gangway.dev/queue`` label, the team's) unless
+    ``queue`` is given, with the run's ``priority-class`` parameter.
 
     Each of ``nodes`` pods runs ``python -m gangway.step.launch`` (torchrun plus the exit-code
     contract) with c10d rendezvous at the MASTER_ADDR/MASTER_PORT that Volcano's pytorch plugin
@@ -250,9 +296,7 @@ def gang_step(
         command=launch[:3],
         args=launch[3:],
         env=_tracking_env(name, params=False),
-        resources=m.ResourceRequirements(
-            requests={**defaults.requests, **gpu_limits}, limits=gpu_limits
-        ),
+        resources=m.ResourceRequirements(requests={**REQUESTS, **gpu_limits}, limits=gpu_limits),
         security_context=_container_security(),
         volume_mounts=[
             m.VolumeMount(name="scratch", mount_path=SCRATCH),
@@ -261,14 +305,14 @@ def gang_step(
     )
     job = pytorch_job(
         generate_name="{{workflow.name}}-" + name + "-",
-        queue=queue or defaults.queue,
+        queue=queue or "{{workflow.labels." + QUEUE_LABEL + "}}",
         nodes=nodes,
         container=container,
         pod_labels={WORKFLOW_LABEL: "{{workflow.name}}", STEP_LABEL: name},
         labels={WORKFLOW_LABEL: "{{workflow.name}}"},
-        priority_class_name=defaults.priority_class,
-        security_context=_pod_security(defaults),
-        service_account_name=defaults.service_account,
+        priority_class_name="{{workflow.parameters." + PRIORITY_CLASS_PARAM + "}}",
+        security_context=_pod_security(),
+        service_account_name=SERVICE_ACCOUNT,
         tolerations=[m.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
         volumes=[
             m.Volume(name="scratch", empty_dir=m.EmptyDirVolumeSource()),

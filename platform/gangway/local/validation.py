@@ -19,13 +19,9 @@ from gangway.retries import RETRY_POLICIES, duration_seconds
 
 __all__ = ["JSON_PATH", "check_supported", "task_dependencies", "unsupported"]
 
-UNSUPPORTED_SPEC = (
-    "onExit",
-    "hooks",
-    "volumeClaimTemplates",
-    "synchronization",
-    "templateDefaults",
-)
+UNSUPPORTED_SPEC = ("onExit", "hooks", "volumeClaimTemplates", "templateDefaults")
+"""``synchronization`` (a team's semaphore) is not among them: a local run is one workflow,
+alone on this machine, so its semaphores and mutexes are always free."""
 UNSUPPORTED_TEMPLATE = (
     "steps",
     "suspend",
