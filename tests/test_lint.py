@@ -299,3 +299,20 @@ def test_cli_exit_codes_and_output(
 def test_findings_render_with_object_and_path() -> None:
     f = Finding("WorkflowTemplate/x", "spec.entrypoint", "template 'm' does not exist")
     assert str(f) == "error: WorkflowTemplate/x: spec.entrypoint: template 'm' does not exist"
+
+
+def test_team_rules_come_from_the_platform_config(compiled: dict[str, Any]) -> None:
+    """A team's workflow runs on its queue; an unknown team is named with the known ones."""
+    wrong_queue = copy.deepcopy(compiled)
+    wrong_queue["metadata"]["labels"]["gangway.dev/queue"] = "evals"
+    found = [str(f) for f in lint_manifest(wrong_queue, None)]
+    assert any(
+        "metadata.labels.gangway.dev/queue: is 'evals'; team research's queue" in f for f in found
+    )
+    stranger = copy.deepcopy(compiled)
+    stranger["metadata"]["labels"]["gangway.dev/team"] = "reserch"
+    found = [str(f) for f in lint_manifest(stranger, None)]
+    assert any("team 'reserch' is not in the platform config; teams: research" in f for f in found)
+    no_team = copy.deepcopy(compiled)
+    del no_team["metadata"]["labels"]["gangway.dev/team"]
+    assert lint_manifest(no_team, None) == []  # not a team's workflow: not Gangway's to judge

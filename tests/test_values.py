@@ -62,6 +62,10 @@ def template() -> dict[str, Any]:
         pytest.param("nodes", "\u0662", "not an integer", id="non-ascii-digit"),
         pytest.param("nodes", "1_0", "not an integer", id="underscore-digits"),
         pytest.param("gpus-per-node", "-1", "cannot be negative", id="negative-gpus"),
+        pytest.param(
+            "priority-class", "gangway-critical", "not allowed for this team", id="priority-class"
+        ),
+        pytest.param("image", "docker.io/x/y:1", "not from an allowed registry", id="registry"),
     ],
 )
 def test_a_bad_value_is_refused_naming_its_parameter(

@@ -37,6 +37,7 @@ __all__ = [
     "LINEAGE_SPOOL",
     "OUT_DIR",
     "PIPELINE_LABEL",
+    "PRIORITY_CLASS_PARAM",
     "QUEUE_LABEL",
     "SCRATCH",
     "SEMAPHORE_CONFIGMAP",
@@ -73,6 +74,8 @@ EXPERIMENT_ANNOTATION = f"{LABEL_PREFIX}/mlflow-experiment-id"
 """Set by ``gangway submit``/``deploy``: the experiment the Argo UI's MLflow link opens."""
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
 """Argo's label naming the workflow a pod belongs to; gang pods carry it too."""
+PRIORITY_CLASS_PARAM = "priority-class"
+"""The workflow parameter naming the priority class of the run's gangs (one its team may use)."""
 SEMAPHORE_CONFIGMAP = "gangway-semaphores"
 """In each team's namespace: the team's key holds how many of its workflows may run at once."""
 

@@ -27,6 +27,7 @@ from gangway.config import PlatformConfig
 from gangway.contract import (
     OUT_DIR,
     PIPELINE_LABEL,
+    PRIORITY_CLASS_PARAM,
     QUEUE_LABEL,
     SCRATCH,
     SEMAPHORE_CONFIGMAP,
@@ -49,8 +50,6 @@ __all__ = [
 ]
 
 RUN_URL_OUTPUT = "mlflow_run_url"
-PRIORITY_CLASS_PARAM = "priority-class"
-"""The workflow parameter naming the priority class of the run's gangs (one the team may use)."""
 SERVICE_ACCOUNT = "gangway-runner"
 RUN_AS_USER = 1000
 REQUESTS: Mapping[str, str] = {"cpu": "1", "memory": "2Gi"}
@@ -253,6 +252,43 @@ def step(
     )
 
 
+def _trainer(
+    step_name: str, module: str, args: Sequence[str], procs_per_node: str, gpus_per_node: str
+) -> m.Container:
+    """A gang pod's container: ``python -m gangway.step.launch`` (torchrun and the exit-code
+    contract) around ``python -m MODULE ARGS``, c10d rendezvous at what the pytorch plugin
+    injects."""
+    launch = [
+        "python",
+        "-m",
+        "gangway.step.launch",
+        "--nnodes=$(WORLD_SIZE)",
+        f"--nproc-per-node={procs_per_node}",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)",
+        "--rdzv-id={{workflow.uid}}",
+        "--max-restarts=0",
+        "-m",
+        module,
+        *args,
+    ]
+    gpu_limits = {"nvidia.com/gpu": gpus_per_node}
+    container = m.Container(
+        name="trainer",
+        image="{{workflow.parameters.image}}",
+        command=launch[:3],
+        args=launch[3:],
+        env=_tracking_env(step_name, params=False),
+        resources=m.ResourceRequirements(requests={**REQUESTS, **gpu_limits}, limits=gpu_limits),
+        security_context=_container_security(),
+        volume_mounts=[
+            m.VolumeMount(name="scratch", mount_path=SCRATCH),
+            m.VolumeMount(name="dshm", mount_path="/dev/shm"),
+        ],
+    )
+    return container
+
+
 def gang_step(
     name: str,
     *,
@@ -275,41 +311,17 @@ def gang_step(
     The Job's name is generated, so an Argo-level retry never collides with an earlier Job.
     """
     _check_module(name, module)
-    launch = [
-        "python",
-        "-m",
-        "gangway.step.launch",
-        "--nnodes=$(WORLD_SIZE)",
-        f"--nproc-per-node={procs_per_node}",
-        "--rdzv-backend=c10d",
-        "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)",
-        "--rdzv-id={{workflow.uid}}",
-        "--max-restarts=0",
-        "-m",
-        module,
-        *args,
-    ]
-    gpu_limits = {"nvidia.com/gpu": gpus_per_node}
-    container = m.Container(
-        name="trainer",
-        image="{{workflow.parameters.image}}",
-        command=launch[:3],
-        args=launch[3:],
-        env=_tracking_env(name, params=False),
-        resources=m.ResourceRequirements(requests={**REQUESTS, **gpu_limits}, limits=gpu_limits),
-        security_context=_container_security(),
-        volume_mounts=[
-            m.VolumeMount(name="scratch", mount_path=SCRATCH),
-            m.VolumeMount(name="dshm", mount_path="/dev/shm"),
-        ],
-    )
+    container = _trainer(name, module, args, procs_per_node, gpus_per_node)
     job = pytorch_job(
         generate_name="{{workflow.name}}-" + name + "-",
         queue=queue or "{{workflow.labels." + QUEUE_LABEL + "}}",
         nodes=nodes,
         container=container,
         pod_labels={WORKFLOW_LABEL: "{{workflow.name}}", STEP_LABEL: name},
-        labels={WORKFLOW_LABEL: "{{workflow.name}}"},
+        labels={
+            WORKFLOW_LABEL: "{{workflow.name}}",
+            QUEUE_LABEL: "{{workflow.labels." + QUEUE_LABEL + "}}",
+        },
         priority_class_name="{{workflow.parameters." + PRIORITY_CLASS_PARAM + "}}",
         security_context=_pod_security(),
         service_account_name=SERVICE_ACCOUNT,

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gangway import __version__
-from gangway.cli import cluster_cmds, data, lineage, lint, pipelines
+from gangway.cli import cluster_cmds, data, lineage, lint, manifests, pipelines
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
@@ -36,6 +36,7 @@ app.command("logs")(cluster_cmds.logs_cmd)
 app.command("links")(cluster_cmds.links_cmd)
 app.command("ls")(data.ls)
 app.command("lineage")(lineage.lineage_cmd)
+app.add_typer(manifests.app, name="manifests")
 
 
 @app.command("version")

@@ -80,8 +80,10 @@ def _storage_and_images(cfg: PlatformConfig) -> Iterator[str]:
     for region, uri in cfg.storage.buckets.items():
         if not uri.startswith("s3://"):
             yield f"storage.buckets.{region}: {uri!r} is not an s3:// URI"
-    if not any(cfg.image.startswith(r) for r in cfg.registries):
-        yield f"image: {cfg.image!r} is not from an allowed registry ({', '.join(cfg.registries)})"
+    allowed = ", ".join(cfg.registries)
+    for field, image in (("image", cfg.image), ("argo_executor_image", cfg.executor_image)):
+        if not any(image.startswith(r) for r in cfg.registries):
+            yield f"{field}: {image!r} is not from an allowed registry ({allowed})"
 
 
 def _over(small: Resources, big: Resources) -> list[str]:

@@ -199,6 +199,9 @@ class PlatformConfig(_Model):
     """The runtime image steps run in."""
     registries: list[str] = Field(min_length=1)
     """Images may come only from these prefixes (``ghcr.io/gangway/``)."""
+    argo_executor_image: str | None = None
+    """Argo's executor (init and wait containers of every step), mirrored into an allowed
+    registry (default: the first registry's ``argoexec:v4.0.10``)."""
     mlflow: Mlflow
     storage: Storage
     priority_classes: dict[str, PriorityClass] = Field(min_length=1)
@@ -231,6 +234,10 @@ class PlatformConfig(_Model):
 
     def org_queue(self, org: str) -> str:
         return self.orgs[org].queue or org
+
+    @property
+    def executor_image(self) -> str:
+        return self.argo_executor_image or f"{self.registries[0]}argoexec:v4.0.10"
 
     def gpu_types(self) -> set[str]:
         return {t for c in self.clusters.values() for t in c.gpus}

@@ -6,7 +6,8 @@
 2. **Semantics** Argo checks — names, template and task references, declared parameters, DAG
    cycles, retry policies, resource conditions (:mod:`gangway.lint.argo_rules`).
 3. **Platform rules** — whole gangs, GPU type selection, Pod Security "restricted", secrets by
-   reference (:mod:`gangway.lint.platform_rules`).
+   reference (:mod:`gangway.lint.platform_rules`); a team's queue, priority classes and image
+   registries, from the platform config (:mod:`gangway.lint.team_rules`).
 
 Volcano Jobs are checked as Argo would create them: the template's placeholders are filled
 from the calling task's arguments and the workflow parameters' defaults.
@@ -20,12 +21,14 @@ from typing import Any
 from gangway.argo.manifests import fill_manifest
 from gangway.argo.scope import inputs_scope, parameter_values, workflow_scope, workflow_spec
 from gangway.argo.substitution import fill_known
+from gangway.config import PlatformConfig, load_config
 from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
 from gangway.lint.argo_rules import check_workflow
 from gangway.lint.crds import CrdSchemas
 from gangway.lint.platform_rules import check_gang, check_launch, check_pod
 from gangway.lint.structural import validate_structure
+from gangway.lint.team_rules import check_team
 from gangway.volcano.gang import is_job, pod_specs
 
 __all__ = ["CrdSchemas", "Finding", "lint_manifest"]
@@ -33,16 +36,20 @@ __all__ = ["CrdSchemas", "Finding", "lint_manifest"]
 WORKFLOW_KINDS = {"Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow"}
 
 
-def lint_manifest(obj: Mapping[str, Any], schemas: CrdSchemas | None) -> list[Finding]:
+def lint_manifest(
+    obj: Mapping[str, Any], schemas: CrdSchemas | None, config: PlatformConfig | None = None
+) -> list[Finding]:
     """Every finding for one manifest (errors and warnings), in a stable order.
 
-    ``schemas=None`` skips the structural check against the CRDs (the rest needs no cluster).
+    ``schemas=None`` skips the structural check against the CRDs (the rest needs no cluster);
+    ``config`` is the platform config (default: :func:`gangway.config.load_config`).
     """
     name = f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name', '?')}"
     findings = validate_structure(dict(obj), schemas, name) if schemas is not None else []
     if obj.get("kind") not in WORKFLOW_KINDS:
         return findings
     findings += check_workflow(obj, name)
+    findings += check_team(obj, name, config or load_config())
     spec = workflow_spec(obj)
     base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
     for i, t in enumerate(spec.get("templates") or []):

@@ -24,9 +24,11 @@ __all__ = [
     "FAILED",
     "FAILED_PHASES",
     "FAILURE_CONDITION",
+    "JOB_API_GROUP",
     "JOB_API_VERSION",
     "JOB_KIND",
     "JOB_OUTPUTS",
+    "JOB_RESOURCE",
     "RESTART_JOB",
     "SUCCESS_CONDITION",
     "TERMINATED",
@@ -39,7 +41,10 @@ __all__ = [
 ]
 
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+JOB_API_GROUP = JOB_API_VERSION.split("/")[0]
 JOB_KIND = "Job"
+JOB_RESOURCE = "jobs"
+"""The Job's resource name, for RBAC rules and admission resource rules."""
 PYTORCH_PORT = 23456
 DEFAULT_MAX_RETRY = 3
 """Volcano's default ``maxRetry``: whole-gang restarts before the Job fails."""

@@ -1,0 +1,115 @@
+"""The cluster side, rendered from the platform config: deterministic YAML laid out for
+kustomize — a base every cluster shares and an overlay per cluster.
+
+    base/              priority classes, Volcano queues and scheduler configuration, team
+                       namespaces with service accounts, RBAC and semaphores, admission
+                       policies, the MLflow tracking server
+    overlays/NAME/     the base plus the cluster's topology (HyperNodes or their discovery)
+                       and its Argo workflow-controller configuration
+
+``kubectl apply -k manifests/overlays/NAME`` installs one cluster. :func:`render` is pure;
+:func:`write` and :func:`differences` are the file I/O of ``gangway manifests render``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gangway.config import PlatformConfig
+from gangway.render.argo import controller_configmap
+from gangway.render.kube import priority_classes, team_objects
+from gangway.render.mlflow import mlflow_objects
+from gangway.render.scheduling import queues, scheduler_configmap, topology
+
+__all__ = ["HEADER", "differences", "render", "write"]
+
+HEADER = "# Rendered by `gangway manifests render` from the platform config: do not edit.\n"
+Objects = list[dict[str, Any]]
+
+
+def _base(cfg: PlatformConfig) -> dict[str, Callable[[], Objects]]:
+    from gangway.render.policies import policies
+
+    return {
+        "priority-classes.yaml": lambda: priority_classes(cfg),
+        "queues.yaml": lambda: queues(cfg),
+        "volcano-scheduler.yaml": lambda: [scheduler_configmap()],
+        "teams.yaml": lambda: [o for t in cfg.team_views().values() for o in team_objects(t)],
+        "admission-policies.yaml": lambda: policies(cfg),
+        "mlflow.yaml": lambda: mlflow_objects(cfg),
+    }
+
+
+def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Callable[[], Objects]]:
+    return {
+        "topology.yaml": lambda: topology(cfg, name),
+        "argo-controller.yaml": lambda: [controller_configmap(cfg, name)],
+    }
+
+
+def _yaml(objects: Objects) -> str:
+    return HEADER + yaml.safe_dump_all(objects, sort_keys=False, width=100)
+
+
+def _kustomization(resources: list[str]) -> str:
+    body = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources,
+    }
+    return HEADER + yaml.safe_dump(body, sort_keys=False)
+
+
+def render(cfg: PlatformConfig) -> dict[str, str]:
+    """Every file, relative path → text: the same config renders the same bytes."""
+    files: dict[str, str] = {}
+    base = {f"base/{name}": make() for name, make in _base(cfg).items()}
+    files.update({path: _yaml(objs) for path, objs in base.items() if objs})
+    files["base/kustomization.yaml"] = _kustomization(
+        [p.removeprefix("base/") for p in base if base[p]]
+    )
+    for cluster in cfg.clusters:
+        parts = {name: make() for name, make in _cluster(cfg, cluster).items()}
+        files.update({f"overlays/{cluster}/{n}": _yaml(o) for n, o in parts.items() if o})
+        files[f"overlays/{cluster}/kustomization.yaml"] = _kustomization(
+            ["../../base", *(n for n, o in parts.items() if o)]
+        )
+    return dict(sorted(files.items()))
+
+
+def write(files: dict[str, str], out: Path) -> list[str]:
+    """Write ``files`` under ``out``, removing rendered files the config no longer makes;
+    the paths that changed."""
+    changed = differences(files, out)
+    for rel in changed:
+        path = out / rel
+        if rel in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(files[rel])
+        else:
+            path.unlink()
+    return changed
+
+
+def differences(files: dict[str, str], out: Path) -> list[str]:
+    """The paths whose text under ``out`` differs from ``files`` (missing, changed, or a
+    rendered file that is no longer rendered)."""
+    stale = (
+        {
+            str(p.relative_to(out))
+            for p in out.rglob("*.yaml")
+            if p.is_file() and p.read_text().startswith(HEADER)
+        }
+        if out.is_dir()
+        else set()
+    )
+    changed = {rel for rel, text in files.items() if not _same(out / rel, text)}
+    return sorted(changed | (stale - files.keys()))
+
+
+def _same(path: Path, text: str) -> bool:
+    return path.is_file() and path.read_text() == text
