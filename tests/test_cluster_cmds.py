@@ -195,6 +195,8 @@ def test_submit_dry_run_prints_the_exact_objects() -> None:
     params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
     assert params["nodes"] == "4" and params["cluster"] == "env"
     assert len(params["git-sha"].removesuffix("-dirty")) == 40  # recorded on the MLflow run
+    # in the team's namespace, where its service account, RBAC and semaphore are
+    assert wt["metadata"]["namespace"] == wf["metadata"]["namespace"] == "team-research"
 
 
 def test_without_a_cluster_the_error_says_what_to_set() -> None:

@@ -24,6 +24,17 @@ NamespaceOpt = Annotated[str | None, typer.Option(help="defaults to the cluster'
 ManifestArg = Annotated[Path, typer.Argument(help="a pipeline file (.py) or YAML manifests")]
 
 
+def _team_namespace(obj: dict[str, Any], fallback: str) -> str:
+    """Where a team's workflows run (its namespace in the platform config: its service
+    account, RBAC and semaphore are there); ``fallback`` for a workflow of no known team."""
+    from gangway.config import load_config
+    from gangway.contract import TEAM_LABEL
+
+    team = ((obj.get("metadata") or {}).get("labels") or {}).get(TEAM_LABEL)
+    views = load_config().team_views()
+    return views[team].namespace if team in views else fallback
+
+
 def _lint_or_fail(objs: list[dict[str, Any]], values: dict[str, str] | None = None) -> None:
     """Lint every object, and the values supplied for the first, before anything is sent."""
     from gangway.lint import CrdSchemas, lint_manifest
@@ -126,7 +137,9 @@ def submit_cmd(
     _lint_or_fail(objs, params)
     if dry_run:
         plan = submit_plan(
-            objs[0], _dry_params(pipeline, objs[0], params, cluster), namespace or "argo"
+            objs[0],
+            _dry_params(pipeline, objs[0], params, cluster),
+            namespace or _team_namespace(objs[0], "argo"),
         )
         plan = _link_mlflow(plan, _mlflow_url(cluster), create=False)
         _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
@@ -135,7 +148,7 @@ def submit_cmd(
 
     c, api = _connect(cluster)
     params.update(_provenance(pipeline, objs[0], params, c.name))
-    plan = submit_plan(objs[0], params, namespace or c.namespace)
+    plan = submit_plan(objs[0], params, namespace or _team_namespace(objs[0], c.namespace))
     plan = _link_mlflow(plan, c.mlflow_url, create=True)
     done, created = apply_plan(plan, api)
     for line in done:
@@ -159,14 +172,17 @@ def deploy_cmd(
     _lint_or_fail(objs)
     if dry_run:
         plan = _link_mlflow(
-            deploy_plan(objs, namespace or "argo"), _mlflow_url(cluster), create=False
+            deploy_plan(objs, namespace or _team_namespace(objs[0], "argo")),
+            _mlflow_url(cluster),
+            create=False,
         )
         _print_objects(plan.upserts)
         return
     from gangway.submission import apply_plan
 
     c, api = _connect(cluster)
-    plan = _link_mlflow(deploy_plan(objs, namespace or c.namespace), c.mlflow_url, create=True)
+    ns = namespace or _team_namespace(objs[0], c.namespace)
+    plan = _link_mlflow(deploy_plan(objs, ns), c.mlflow_url, create=True)
     done, _ = apply_plan(plan, api)
     for line in done:
         console.print(line)
