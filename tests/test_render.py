@@ -183,3 +183,8 @@ def test_the_cli_renders_diffs_and_refuses_a_bad_config(tmp_path: Path) -> None:
     res = gangway("manifests", "render", "--config", str(bad), "-o", str(out))
     assert res.returncode == 1 and "default_priority_class: 'x'" in res.stderr
     assert "Traceback" not in res.stderr
+    (tmp_path / "afile").write_text("")
+    res = gangway("manifests", "render", "-o", str(tmp_path / "afile"))
+    assert res.returncode == 1 and "-o" in res.stderr and "not a directory" in res.stderr
+    res = gangway("manifests", "render", "--diff", str(tmp_path / "nowhere"))
+    assert res.returncode == 1 and "no such directory" in res.stderr

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from gangway.cli._output import console
+from gangway.errors import PermanentError
 
 __all__ = ["app"]
 
@@ -46,6 +47,11 @@ def render_cmd(
     from gangway.render import differences, render, write
 
     files = render(load_config(config))
+    for where, flag in ((diff, "--diff"), (output, "-o")):
+        if where is not None and where.exists() and not where.is_dir():
+            raise PermanentError(f"{flag} {where}: not a directory")
+    if diff is not None and not diff.is_dir():
+        raise PermanentError(f"--diff {diff}: no such directory (render into it with -o first)")
     if diff is not None:
         changed = differences(files, diff)
         for rel in changed:
@@ -61,7 +67,10 @@ def render_cmd(
         if changed:
             raise typer.Exit(1)
         return
-    changed = write(files, output)
+    try:
+        changed = write(files, output)
+    except OSError as e:  # e.g. a file where a directory must be
+        raise PermanentError(f"-o {output}: cannot write there: {e.strerror or e}") from None
     for rel in changed:
         console.print(f"{'wrote  ' if rel in files else 'removed'} {output / rel}", highlight=False)
     console.print(f"{len(files)} file(s) under {output}: {len(changed)} changed", highlight=False)

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from gangway.config import PlatformConfig
+from gangway.storage import write_atomic
 from gangway.render.argo import controller_configmap
 from gangway.render.kube import priority_classes, team_objects
 from gangway.render.mlflow import mlflow_objects
@@ -87,9 +88,8 @@ def write(files: dict[str, str], out: Path) -> list[str]:
     changed = differences(files, out)
     for rel in changed:
         path = out / rel
-        if rel in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(files[rel])
+        if rel in files:  # whole or not at all: a killed render is re-run, never half-read
+            write_atomic(path, files[rel].encode())
         else:
             path.unlink()
     return changed
