@@ -56,8 +56,9 @@ def team_objects(team: TeamView) -> list[dict[str, Any]]:
     ns = team.namespace
     labels = {TEAM_LABEL: team.name}
     meta = {"namespace": ns, "labels": labels}
+    ns_labels = {**labels, "pod-security.kubernetes.io/enforce": "restricted"}
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": ns_labels}},
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
