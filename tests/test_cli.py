@@ -156,7 +156,8 @@ def test_run_hera_runner_script_with_pydantic_io(tmp_path: Path) -> None:
         "class Result(Output):\n    total: int\n"
         "@script(constructor=RunnerScriptConstructor(), image='{{workflow.parameters.image}}')\n"
         "def add(p: Params) -> Result:\n    return Result(total=p.a + p.b)\n"
-        "with pipeline('runner-demo', team='t', title='t', description='d', parameters={}) as w:\n"
+        "with pipeline('runner-demo', team='research', title='t', description='d',\n"
+        "              parameters={}) as w:\n"
         "    with DAG(name='main'):\n        add(arguments={'a': 5, 'b': 7})\n"
     )
     res = gangway(

@@ -143,3 +143,16 @@ def test_unreadable_files_are_user_errors(tmp_path: Path) -> None:
     bad.write_text("- a list\n")
     with pytest.raises(PermanentError, match="expected a mapping"):
         load_config(bad)
+
+
+def test_a_pipeline_of_an_unknown_team_does_not_compile(tmp_path: Path) -> None:
+    from gangway.compiler import compile_pipeline
+
+    path = tmp_path / "stray_pipeline.py"
+    path.write_text(
+        "from gangway.pipeline import pipeline\n"
+        "with pipeline('x', team='reserch', title='x', description='x', parameters={}) as w:\n"
+        "    pass\n"
+    )
+    with pytest.raises(PermanentError, match=r"team 'reserch' is not in the platform config"):
+        compile_pipeline(path)

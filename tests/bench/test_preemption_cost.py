@@ -36,7 +36,7 @@ INTERVALS = (10, 30, 60)
 def _workflow(corpus: str, state: Path, every: int) -> dict[str, Any]:
     with pipeline(
         "preempt",
-        team="bench",
+        team="research",
         title="t",
         description="d",
         parameters={"nodes": 2, "procs-per-node": 1, "gpus-per-node": 0},

@@ -50,7 +50,7 @@ def _gangway_pipeline(n: int) -> str:
     return (
         "from hera.workflows import DAG, Container, Task\n"
         "from gangway.pipeline import pipeline\n"
-        "with pipeline('chain', team='bench', title='chain', description='trivial',"
+        "with pipeline('chain', team='research', title='chain', description='trivial',"
         " parameters={}) as w:\n"
         "    noop = Container(name='noop', image='{{workflow.parameters.image}}',"
         " command=['python', '-c', 'pass'])\n"
