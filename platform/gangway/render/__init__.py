@@ -20,11 +20,11 @@ from typing import Any
 import yaml
 
 from gangway.config import PlatformConfig
-from gangway.storage import write_atomic
 from gangway.render.argo import controller_configmap
 from gangway.render.kube import priority_classes, team_objects
 from gangway.render.mlflow import mlflow_objects
 from gangway.render.scheduling import queues, scheduler_configmap, topology
+from gangway.storage import write_atomic
 
 __all__ = ["HEADER", "differences", "render", "write"]
 
