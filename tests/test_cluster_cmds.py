@@ -199,6 +199,22 @@ def test_submit_dry_run_prints_the_exact_objects() -> None:
     assert wt["metadata"]["namespace"] == wf["metadata"]["namespace"] == "team-research"
 
 
+def test_submit_to_a_cluster_writes_to_the_bucket_of_its_region() -> None:
+    res = _gangway(
+        "submit",
+        "pipelines/train_eval_infer.py",
+        "--cluster",
+        "eu-west",
+        "--dry-run",
+        env={"GANGWAY_MLFLOW_URL": ""},
+    )
+    assert res.returncode == 0, res.stderr
+    wf = [d for d in yaml.safe_load_all(res.stdout) if d][-1]
+    params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
+    assert params["storage-root"] == "s3://gangway-artifacts-eu-west-1"
+    assert params["cluster"] == "eu-west"
+
+
 def test_without_a_cluster_the_error_says_what_to_set() -> None:
     for cmd in (["submit", "pipelines/train_eval_infer.py"], ["status", "wf-1"]):
         res = _gangway(*cmd)

@@ -113,6 +113,56 @@ def _team(raw: dict[str, Any], name: str = "research") -> dict[str, Any]:
             "Kubernetes quantity",
             id="bad-quantity",
         ),
+        pytest.param(
+            lambda raw: raw["orgs"].update(other={"teams": {"research": {}}}),
+            "orgs.other.teams.research: team 'research' is already defined at "
+            "orgs.frontier.teams.research",
+            id="team-defined-twice",
+        ),
+        pytest.param(
+            lambda raw: raw["teams"].update(ML_Ops={}),
+            "teams.ML_Ops: 'ML_Ops' is not a Kubernetes name",
+            id="bad-team-name",
+        ),
+        pytest.param(
+            lambda raw: raw["teams"]["platform"].update(namespace="kube-system"),
+            "team platform: namespace 'kube-system' belongs to the system, Argo or MLflow",
+            id="reserved-namespace",
+        ),
+        pytest.param(
+            lambda raw: raw["teams"]["platform"].update(queue="default"),
+            "teams.platform.queue: 'default' is Volcano's own queue",
+            id="volcano-default-queue",
+        ),
+        pytest.param(
+            lambda raw: raw.update(registries=["ghcr.io/gang"]),
+            "registries[0]: 'ghcr.io/gang' must be a prefix ending in '/'",
+            id="registry-prefix",
+        ),
+        pytest.param(
+            lambda raw: raw["mlflow"].update(tracking_uri="http://mlflow:99999"),
+            "mlflow.tracking_uri: Value error, 'http://mlflow:99999'",
+            id="tracking-uri",
+        ),
+        pytest.param(
+            lambda raw: raw["clusters"]["eu-west"]["topology"]["hypernodes"]["eu-spine"].update(
+                members=["eu-rack-a", "eu-rack-z"]
+            ),
+            "clusters.eu-west.topology.hypernodes.eu-spine.members[1]: no HyperNode 'eu-rack-z'",
+            id="unknown-hypernode",
+        ),
+        pytest.param(
+            lambda raw: raw["clusters"]["us-east"]["topology"].update(
+                hypernodes={"r": {"tier": 1, "members": ["n1"]}}
+            ),
+            "clusters.us-east.topology: give labels or hypernodes, not both",
+            id="labels-and-hypernodes",
+        ),
+        pytest.param(
+            lambda raw: _team(raw)["capability"]["gpu"].update(L4=40),
+            "orgs.frontier.teams.research.capability.gpu: 136 GPUs in all, more than the org's 128",
+            id="child-gpus-over-parent-in-all",
+        ),
     ],
 )
 def test_each_mistake_is_named_with_its_field_path(
@@ -156,3 +206,13 @@ def test_a_pipeline_of_an_unknown_team_does_not_compile(tmp_path: Path) -> None:
     )
     with pytest.raises(PermanentError, match=r"team 'reserch' is not in the platform config"):
         compile_pipeline(path)
+
+
+def test_a_key_given_twice_or_a_file_that_is_not_text_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "twice.yaml"
+    path.write_text(EXAMPLE.read_text() + "default_priority_class: gangway-batch\n")
+    with pytest.raises(PermanentError, match="default_priority_class given twice"):
+        load_config(path)
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(PermanentError, match="not UTF-8 text"):
+        load_config(path)

@@ -188,3 +188,27 @@ def test_the_cli_renders_diffs_and_refuses_a_bad_config(tmp_path: Path) -> None:
     assert res.returncode == 1 and "-o" in res.stderr and "not a directory" in res.stderr
     res = gangway("manifests", "render", "--diff", str(tmp_path / "nowhere"))
     assert res.returncode == 1 and "no such directory" in res.stderr
+
+
+def test_a_render_removes_only_what_it_rendered_there(
+    files: dict[str, str], tmp_path: Path
+) -> None:
+    """Stale rendered files in its own layout go; anything else under -o stays — a copy of a
+    rendered file elsewhere, another render in a subdirectory, hand-written files."""
+    from gangway.render import write
+
+    out = tmp_path / "manifests"
+    write(files, out)
+    gone = out / "overlays" / "old-cluster" / "topology.yaml"
+    gone.parent.mkdir(parents=True)
+    gone.write_text(files["overlays/us-east/topology.yaml"])
+    kept = [
+        out / "overlays" / "us-east" / "my-patch.yaml",
+        out / "infra" / "other" / "base" / "queues.yaml",
+        out / "base" / "notes" / "copy.yaml",
+    ]
+    for path in kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(files["base/queues.yaml"] if "queues" in path.name else "a: 1\n")
+    assert write(files, out) == ["overlays/old-cluster/topology.yaml"]
+    assert not gone.exists() and all(p.exists() for p in kept)

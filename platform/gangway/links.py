@@ -12,6 +12,7 @@ deploy`` set (see :func:`annotate_experiment`).
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -107,6 +108,9 @@ def experiment_id(mlflow_url: str, pipeline: str, *, create: bool) -> str | None
 
     from gangway.lineage.ensure import ensure_experiment
 
+    # A link is a nicety: an unreachable server must not hold a submit for minutes of retries.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     client = MlflowClient(tracking_uri=mlflow_url)
     if create:
         return ensure_experiment(client, pipeline)

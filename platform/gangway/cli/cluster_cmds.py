@@ -98,13 +98,20 @@ def _link_mlflow(plan: Any, mlflow_url: str | None, *, create: bool) -> Any:
 def _provenance(
     pipeline: Path, obj: dict[str, Any], params: dict[str, str], cluster: str
 ) -> dict[str, str]:
-    """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own)."""
+    """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own), and
+    the artifact bucket of the cluster's region as ``storage-root`` unless given."""
     from gangway.compiler import declared_parameters
+    from gangway.config import load_config
     from gangway.provenance import provenance_params
 
     if pipeline.suffix != ".py":
         return {}
-    return provenance_params(pipeline, declared_parameters(obj), params, cluster=cluster)
+    declared = declared_parameters(obj)
+    out = provenance_params(pipeline, declared, params, cluster=cluster)
+    cfg = load_config()
+    if cluster in cfg.clusters and "storage-root" in declared and "storage-root" not in params:
+        out["storage-root"] = cfg.storage.buckets[cfg.clusters[cluster].region]
+    return out
 
 
 def _dry_params(

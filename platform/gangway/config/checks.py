@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gangway.config.model import Org, PlatformConfig, Quota, Resources, Team
+from gangway.config.model import GPU_RESOURCE, Org, PlatformConfig, Quota, Resources, Team
+from gangway.config.naming import name_problems, topology_problems
 
 __all__ = ["problems"]
 
@@ -15,6 +16,8 @@ def problems(cfg: PlatformConfig) -> list[str]:
     return [
         *_priority_classes(cfg),
         *_names(cfg),
+        *name_problems(cfg),
+        *topology_problems(cfg),
         *_storage_and_images(cfg),
         *(p for path, q in _quotas(cfg) for p in _quota(q, path)),
         *(p for name, org in cfg.orgs.items() for p in _children(org, f"orgs.{name}")),
@@ -52,22 +55,25 @@ def _priority_classes(cfg: PlatformConfig) -> Iterator[str]:
 
 
 def _names(cfg: PlatformConfig) -> Iterator[str]:
-    """Queues and namespaces name one thing each; Volcano's root queue is its own."""
+    """Queues and namespaces name one thing each; Volcano's root and default queues are its
+    own."""
     queues: dict[str, str] = {}
     namespaces: dict[str, str] = {}
     for name, org in cfg.orgs.items():
         queues.setdefault(org.queue or name, f"orgs.{name}")
-    for view, (path, _team) in zip(cfg.team_views().values(), _teams(cfg), strict=True):
+    for path, team in _teams(cfg):
+        name = path.rsplit(".", 1)[1]
         for seen, value, what in (
-            (queues, view.queue, "queue"),
-            (namespaces, view.namespace, "namespace"),
+            (queues, team.queue or name, "queue"),
+            (namespaces, team.namespace or f"team-{name}", "namespace"),
         ):
-            if value in seen:
+            if value in seen and seen[value] != path:
                 yield f"{path}.{what}: {value!r} is already the {what} of {seen[value]}; rename one"
             else:
                 seen[value] = path
-    if "root" in queues:
-        yield f"{queues['root']}.queue: 'root' is Volcano's root queue; choose another name"
+    for builtin in ("root", "default"):
+        if builtin in queues:
+            yield f"{queues[builtin]}.queue: {builtin!r} is Volcano's own queue; choose another"
 
 
 def _storage_and_images(cfg: PlatformConfig) -> Iterator[str]:
@@ -77,9 +83,16 @@ def _storage_and_images(cfg: PlatformConfig) -> Iterator[str]:
                 f"clusters.{name}.region: no storage.buckets entry for {cluster.region!r}; add "
                 "the artifact bucket of that region"
             )
-    for region, uri in cfg.storage.buckets.items():
-        if not uri.startswith("s3://"):
-            yield f"storage.buckets.{region}: {uri!r} is not an s3:// URI"
+    uris = [(f"storage.buckets.{r}", u) for r, u in cfg.storage.buckets.items()]
+    for path, uri in [*uris, ("mlflow.artifacts", cfg.mlflow.artifacts)]:
+        if not uri.startswith("s3://") or not uri.removeprefix("s3://").split("/")[0]:
+            yield f"{path}: {uri!r} is not an s3://BUCKET URI"
+    for i, registry in enumerate(cfg.registries):
+        if not registry.endswith("/") or registry.strip("/") == "":
+            yield (
+                f"registries[{i}]: {registry!r} must be a prefix ending in '/' "
+                "(e.g. ghcr.io/gangway/), or it would allow look-alike registries"
+            )
     allowed = ", ".join(cfg.registries)
     for field, image in (("image", cfg.image), ("argo_executor_image", cfg.executor_image)):
         if not any(image.startswith(r) for r in cfg.registries):
@@ -111,6 +124,15 @@ def _children(org: Org, path: str) -> Iterator[str]:
                 yield (
                     f"{path}.teams.{name}.capability.{_field(r)}: more than the org's "
                     "capability; a child queue cannot exceed its parent"
+                )
+    if org.capability is not None:  # in a Volcano Queue every GPU type adds up to one number
+        gpus = org.capability.resource_list().get(GPU_RESOURCE)
+        for name, team in org.teams.items():
+            mine = team.capability.resource_list().get(GPU_RESOURCE) if team.capability else None
+            if gpus is not None and mine is not None and int(mine) > int(gpus):
+                yield (
+                    f"{path}.teams.{name}.capability.gpu: {mine} GPUs in all, more than the "
+                    f"org's {gpus}; a child queue cannot exceed its parent"
                 )
     for what in ("guarantee", "deserved"):
         total = _sum([getattr(t, what) for t in org.teams.values()])

@@ -9,6 +9,7 @@ needs the whole document (a quota over its parent's, an unknown priority class) 
 from __future__ import annotations
 
 from decimal import Decimal
+from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -66,10 +67,7 @@ class Resources(_Model):
     @field_validator("gpu")
     @classmethod
     def _gpus(cls, v: dict[str, int]) -> dict[str, int]:
-        bad = [k for k, n in v.items() if n < 0]
-        if bad:
-            raise ValueError(f"GPU counts must not be negative: {', '.join(bad)}")
-        return v
+        return _gpu_counts(v)
 
     def amounts(self) -> dict[str, Decimal]:
         """Each resource set, as a number: ``cpu``, ``memory``, ``gpu:TYPE``."""
@@ -85,11 +83,22 @@ class Resources(_Model):
         return out
 
 
+def _gpu_counts(v: dict[str, int]) -> dict[str, int]:
+    bad = [k for k, n in v.items() if not 0 <= n <= MAX_GPUS]
+    if bad:
+        raise ValueError(f"GPU counts must be between 0 and {MAX_GPUS}: {', '.join(bad)}")
+    return v
+
+
+MAX_GPUS = 1_000_000
+"""More GPUs than any cluster has; keeps every count a 64-bit integer in CEL."""
+
+
 class Quota(_Model):
     """What a queue is guaranteed (reserved), deserves (its share when the cluster is busy,
     reclaimable by others) and can at most use."""
 
-    weight: int = Field(1, ge=1)
+    weight: int = Field(1, ge=1, le=65535)
     guarantee: Resources = Field(default_factory=Resources)
     deserved: Resources = Field(default_factory=Resources)
     capability: Resources | None = None
@@ -121,8 +130,9 @@ class Org(Quota):
 class PriorityClass(_Model):
     value: int = Field(ge=-2_147_483_648, le=1_000_000_000)
     preemptible: bool = True
-    """False: pods of this class never preempt others nor are preempted (preemptionPolicy
-    Never; Volcano does not evict them)."""
+    """False renders ``preemptionPolicy: Never``: pods of this class wait for room instead of
+    preempting others (Kubernetes' non-preempting class). It does not protect them from being
+    preempted: that is Volcano's ``volcano.sh/preemptable`` and Gangway's admission (#13)."""
     description: str = ""
 
 
@@ -157,6 +167,12 @@ class Cluster(_Model):
     """The MLflow UI as users reach it from this cluster (default: ``mlflow.ui_url``)."""
     gpus: dict[str, int] = Field(default_factory=dict)
     """GPU type → how many the cluster has."""
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, v: dict[str, int]) -> dict[str, int]:
+        return _gpu_counts(v)
+
     gpu_products: dict[str, str] = Field(default_factory=dict)
     """GPU type → its ``nvidia.com/gpu.product`` node label value (default: the type)."""
     topology: Topology = Field(default_factory=Topology)
@@ -171,13 +187,37 @@ class Storage(_Model):
 
 class Mlflow(_Model):
     tracking_uri: str
-    """As steps reach it, inside the cluster."""
+    """As steps reach it, inside the cluster: ``http://SERVICE.NAMESPACE.svc:PORT`` names the
+    Service the tracking server gets."""
     ui_url: str | None = None
     artifacts: str
     """Where the tracking server stores artifacts (``s3://…``)."""
     database_secret: str = "mlflow-db"
     """The Secret whose ``uri`` key is the Postgres URI of the backend store."""
     image: str = "ghcr.io/mlflow/mlflow:v3.1.1"
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _service_uri(cls, v: str) -> str:
+        try:
+            url = urlparse(v)
+            url.port  # noqa: B018 - raises on a port out of range
+        except ValueError as e:
+            raise ValueError(f"{v!r}: {e}") from None
+        parts = (url.hostname or "").split(".")
+        if url.scheme != "http" or len(parts) < 3 or parts[2] != "svc":
+            raise ValueError(
+                f"{v!r}: expected http://SERVICE.NAMESPACE.svc[:PORT], the in-cluster address "
+                "of the tracking server"
+            )
+        return v
+
+    @property
+    def service(self) -> tuple[str, str, int]:
+        """The tracking server's Service: name, namespace, port."""
+        url = urlparse(self.tracking_uri)
+        name, namespace = (url.hostname or "").split(".")[:2]
+        return name, namespace, url.port or 80
 
 
 class TeamView(_Model):
@@ -192,6 +232,12 @@ class TeamView(_Model):
     priority_classes: list[str]
     max_workflows: int
     quota: Quota
+
+
+def _default_first(allowed: list[str], default: str) -> list[str]:
+    """A team's classes with the platform's default first when the team may use it (its
+    pipelines' default), else in the order listed."""
+    return [default, *(c for c in allowed if c != default)] if default in allowed else allowed
 
 
 class PlatformConfig(_Model):
@@ -225,7 +271,10 @@ class PlatformConfig(_Model):
                 parent_queue=(self.orgs[org].queue or org) if org else "root",
                 namespace=team.namespace or f"team-{name}",
                 service_account="gangway-runner",
-                priority_classes=team.priority_classes or [self.default_priority_class],
+                priority_classes=_default_first(
+                    team.priority_classes or [self.default_priority_class],
+                    self.default_priority_class,
+                ),
                 max_workflows=team.max_workflows,
                 quota=team,
             )

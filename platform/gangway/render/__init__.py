@@ -52,8 +52,15 @@ def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Callable[[], Objects]]
     }
 
 
+class _Dumper(yaml.SafeDumper):
+    """No ``&id001``/``*id001``: an object used twice is written twice, for reviewers."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def _yaml(objects: Objects) -> str:
-    return HEADER + yaml.safe_dump_all(objects, sort_keys=False, width=100)
+    return HEADER + yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=100)
 
 
 def _kustomization(resources: list[str]) -> str:
@@ -98,18 +105,19 @@ def write(files: dict[str, str], out: Path) -> list[str]:
 def differences(files: dict[str, str], out: Path) -> list[str]:
     """The paths whose text under ``out`` differs from ``files`` (missing, changed, or a
     rendered file that is no longer rendered)."""
-    stale = (
-        {
-            str(p.relative_to(out))
-            for p in out.rglob("*.yaml")
-            if p.is_file() and p.read_text().startswith(HEADER)
-        }
-        if out.is_dir()
-        else set()
-    )
+    stale = {str(p.relative_to(out)) for p in _rendered_before(out)}
     changed = {rel for rel, text in files.items() if not _same(out / rel, text)}
     return sorted(changed | (stale - files.keys()))
 
 
+def _rendered_before(out: Path) -> list[Path]:
+    """Files a render wrote into ``out`` (its layout only: ``base/*.yaml`` and
+    ``overlays/*/*.yaml`` starting with :data:`HEADER`); anything else is someone else's."""
+    if not out.is_dir():
+        return []
+    found = [*out.glob("base/*.yaml"), *out.glob("overlays/*/*.yaml")]
+    return [p for p in found if p.is_file() and p.read_bytes().startswith(HEADER.encode())]
+
+
 def _same(path: Path, text: str) -> bool:
-    return path.is_file() and path.read_text() == text
+    return path.is_file() and path.read_bytes() == text.encode()

@@ -43,7 +43,6 @@ def controller_configmap(cfg: PlatformConfig, cluster: str) -> dict[str, Any]:
             {"name": "Queue", "type": "label", "key": QUEUE_LABEL},
         ],
         "workflowDefaults": {"spec": {"podGC": {"strategy": "OnPodSuccess"}}},
-        "podGCGracePeriodSeconds": 60,
         "executor": {
             "image": cfg.executor_image,
             "securityContext": {

@@ -1,17 +1,16 @@
-"""The MLflow tracking server every step writes lineage to: a Deployment and Service in the
-``mlflow`` namespace, its backend store a Postgres URI and its artifacts an S3 location, both
-by reference (Secrets the platform team creates; nothing secret is rendered)."""
+"""The MLflow tracking server every step writes lineage to: a Deployment and Service at the
+address of ``mlflow.tracking_uri`` (``http://SERVICE.NAMESPACE.svc:PORT``), its backend store
+a Postgres URI and its artifacts an S3 location, both by reference (Secrets the platform team
+creates; nothing secret is rendered)."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlparse
 
 from gangway.config import PlatformConfig
 
-__all__ = ["MLFLOW_NAMESPACE", "mlflow_objects"]
+__all__ = ["mlflow_objects"]
 
-MLFLOW_NAMESPACE = "mlflow"
 _LABELS = {"app.kubernetes.io/name": "mlflow", "app.kubernetes.io/part-of": "gangway"}
 
 
@@ -22,8 +21,8 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
 def mlflow_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
     """Namespace, Deployment and Service of the tracking server at ``mlflow.tracking_uri``."""
     m = cfg.mlflow
-    port = urlparse(m.tracking_uri).port or 5000
-    meta = {"namespace": MLFLOW_NAMESPACE, "labels": _LABELS}
+    service, namespace, port = m.service
+    meta = {"namespace": namespace, "labels": _LABELS}
     container = {
         "name": "mlflow",
         "image": m.image,
@@ -51,7 +50,7 @@ def mlflow_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
         },
     }
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MLFLOW_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -71,7 +70,7 @@ def mlflow_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": "mlflow", **meta},
+            "metadata": {"name": service, **meta},
             "spec": {
                 "selector": _LABELS,
                 "ports": [{"name": "http", "port": port, "targetPort": "http"}],
