@@ -58,17 +58,19 @@ def _team(raw: dict[str, Any], name: str = "research") -> dict[str, Any]:
     [
         pytest.param(
             lambda raw: _team(raw)["guarantee"].update(cpu=4000),
-            "orgs.frontier.teams.research.guarantee.cpu: more than its capability",
+            "orgs.frontier.teams.research.guarantee.cpu: 4000 is more than its capability (1536)",
             id="guarantee-over-capability",
         ),
         pytest.param(
             lambda raw: _team(raw)["capability"]["gpu"].update(H100=80),
-            "orgs.frontier.teams.research.capability.gpu.H100: more than the org's capability",
+            "orgs.frontier.teams.research.capability.gpu.H100: 80 is more than the org's "
+            "capability (64)",
             id="child-over-parent",
         ),
         pytest.param(
             lambda raw: _team(raw, "evals")["deserved"]["gpu"].update(H100=40),
-            "orgs.frontier.teams: their deserveds add up to more than the org's deserved.gpu.H100",
+            "orgs.frontier.teams: their deserveds add up to 88, more than the org's "
+            "deserved.gpu.H100 (56)",
             id="children-sum-over-parent",
         ),
         pytest.param(
@@ -104,7 +106,8 @@ def _team(raw: dict[str, Any], name: str = "research") -> dict[str, Any]:
         ),
         pytest.param(
             lambda raw: _team(raw).update(quueue="x"),
-            "orgs.frontier.teams.research.quueue: Extra inputs are not permitted",
+            "orgs.frontier.teams.research.quueue: Extra inputs are not permitted (did you mean "
+            "'queue'?)",
             id="unknown-key",
         ),
         pytest.param(

@@ -9,17 +9,19 @@ defaults — image, storage root, MLflow, a team's queue and priority class — 
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from gangway.config.checks import problems
 from gangway.config.model import PlatformConfig, TeamView
-from gangway.errors import PermanentError, field_errors
+from gangway.errors import PermanentError
 
 __all__ = ["CONFIG_ENV", "EXAMPLE", "PlatformConfig", "TeamView", "config_path", "load_config"]
 
@@ -36,6 +38,23 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
 def load_config(path: Path | None = None) -> PlatformConfig:
     """The platform config at ``path`` (default: :func:`config_path`), checked whole."""
     return _load(str(path or config_path()))
+
+
+def _known_keys() -> set[str]:
+    from gangway.config import model
+
+    models = [v for v in vars(model).values() if isinstance(v, type) and hasattr(v, "model_fields")]
+    return {f for m in models for f in m.model_fields}
+
+
+def _line(err: Any) -> str:
+    """One pydantic error as ``field.path: message``, with a near key for a misspelt one."""
+    path = ".".join(str(x) for x in err["loc"]) or "(the file)"
+    line = f"{path}: {err['msg']}"
+    if err["type"] == "extra_forbidden" and err["loc"]:
+        close = difflib.get_close_matches(str(err["loc"][-1]), sorted(_known_keys()), n=1)
+        line += f" (did you mean {close[0]!r}?)" if close else ""
+    return line
 
 
 class _UniqueKeys(yaml.SafeLoader):
@@ -73,7 +92,7 @@ def _load(path: str) -> PlatformConfig:
     try:
         cfg = PlatformConfig.model_validate(raw)
     except ValidationError as e:
-        lines = field_errors(e, root="(the file)").split("; ")
+        lines = [_line(err) for err in e.errors()]
         raise PermanentError(
             f"{where}: {len(lines)} problem(s):\n  " + "\n  ".join(lines)
         ) from None

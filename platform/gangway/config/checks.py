@@ -4,6 +4,7 @@ that must be unique or must exist. A pure function: every problem, each with its
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 
 from gangway.config.model import GPU_RESOURCE, Org, PlatformConfig, Quota, Resources, Team
 from gangway.config.naming import name_problems, topology_problems
@@ -99,20 +100,35 @@ def _storage_and_images(cfg: PlatformConfig) -> Iterator[str]:
             yield f"{field}: {image!r} is not from an allowed registry ({allowed})"
 
 
-def _over(small: Resources, big: Resources) -> list[str]:
-    """The resources of which ``small`` has more than ``big`` (those ``big`` sets)."""
+def _over(small: Resources, big: Resources) -> list[tuple[str, str, str]]:
+    """``(resource, small's amount, big's amount)`` for each resource of which ``small`` has
+    more than ``big`` (of those ``big`` sets)."""
     have, limit = small.amounts(), big.amounts()
-    return sorted(k for k, v in have.items() if k in limit and v > limit[k])
+    return sorted(
+        (k, _show(k, v), _show(k, limit[k])) for k, v in have.items() if k in limit and v > limit[k]
+    )
+
+
+def _show(resource: str, amount: Decimal) -> str:
+    """An amount as people write it: memory in Gi, the rest as a plain number."""
+    if resource == "memory":
+        return f"{amount / 2**30:g}Gi"
+    return f"{amount.normalize():f}"
 
 
 def _quota(q: Quota, path: str) -> Iterator[str]:
     fix = "lower it or raise that"
     if q.capability is not None:
         for what in ("guarantee", "deserved"):
-            for r in _over(getattr(q, what), q.capability):
-                yield f"{path}.{what}.{_field(r)}: more than its capability; {fix}"
-    for r in _over(q.guarantee, q.deserved) if q.deserved.amounts() else []:
-        yield f"{path}.guarantee.{_field(r)}: more than its deserved share; {fix}"
+            for r, have, cap in _over(getattr(q, what), q.capability):
+                yield (
+                    f"{path}.{what}.{_field(r)}: {have} is more than its capability ({cap}); " + fix
+                )
+    for r, have, deserved in _over(q.guarantee, q.deserved) if q.deserved.amounts() else []:
+        yield (
+            f"{path}.guarantee.{_field(r)}: {have} is more than its deserved share "
+            f"({deserved}); {fix}"
+        )
 
 
 def _children(org: Org, path: str) -> Iterator[str]:
@@ -120,10 +136,10 @@ def _children(org: Org, path: str) -> Iterator[str]:
     guarantees and deserved shares within the org's."""
     for name, team in org.teams.items():
         if org.capability is not None and team.capability is not None:
-            for r in _over(team.capability, org.capability):
+            for r, have, cap in _over(team.capability, org.capability):
                 yield (
-                    f"{path}.teams.{name}.capability.{_field(r)}: more than the org's "
-                    "capability; a child queue cannot exceed its parent"
+                    f"{path}.teams.{name}.capability.{_field(r)}: {have} is more than the org's "
+                    f"capability ({cap}); a child queue cannot exceed its parent"
                 )
     if org.capability is not None:  # in a Volcano Queue every GPU type adds up to one number
         gpus = org.capability.resource_list().get(GPU_RESOURCE)
@@ -136,16 +152,14 @@ def _children(org: Org, path: str) -> Iterator[str]:
                 )
     for what in ("guarantee", "deserved"):
         total = _sum([getattr(t, what) for t in org.teams.values()])
-        for r in _over(total, getattr(org, what)):
+        for r, have, limit in _over(total, getattr(org, what)):
             yield (
-                f"{path}.teams: their {what}s add up to more than the org's {what}.{_field(r)}; "
-                "raise the org's or lower the teams'"
+                f"{path}.teams: their {what}s add up to {have}, more than the org's "
+                f"{what}.{_field(r)} ({limit}); raise the org's or lower the teams'"
             )
 
 
 def _sum(parts: list[Resources]) -> Resources:
-    from decimal import Decimal
-
     cpu = sum((p.amounts().get("cpu", Decimal(0)) for p in parts), Decimal(0))
     memory = sum((p.amounts().get("memory", Decimal(0)) for p in parts), Decimal(0))
     gpu: dict[str, int] = {}
