@@ -3,10 +3,10 @@ that must be unique or must exist. A pure function: every problem, each with its
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
-from gangway.config.model import GPU_RESOURCE, Org, PlatformConfig, Quota, Resources, Team
+from gangway.config.model import Org, PlatformConfig, Quota, Team
 from gangway.config.naming import name_problems, topology_problems
 
 __all__ = ["problems"]
@@ -27,11 +27,7 @@ def problems(cfg: PlatformConfig) -> list[str]:
 
 
 def _teams(cfg: PlatformConfig) -> Iterator[tuple[str, Team]]:
-    for o, org in cfg.orgs.items():
-        for name, team in org.teams.items():
-            yield f"orgs.{o}.teams.{name}", team
-    for name, team in cfg.teams.items():
-        yield f"teams.{name}", team
+    return ((path, team) for path, _org, _name, team in cfg.team_entries())
 
 
 def _quotas(cfg: PlatformConfig) -> Iterator[tuple[str, Quota]]:
@@ -60,13 +56,12 @@ def _names(cfg: PlatformConfig) -> Iterator[str]:
     own."""
     queues: dict[str, str] = {}
     namespaces: dict[str, str] = {}
-    for name, org in cfg.orgs.items():
-        queues.setdefault(org.queue or name, f"orgs.{name}")
-    for path, team in _teams(cfg):
-        name = path.rsplit(".", 1)[1]
+    for name in cfg.orgs:
+        queues.setdefault(cfg.org_queue(name), f"orgs.{name}")
+    for path, _org, name, team in cfg.team_entries():
         for seen, value, what in (
-            (queues, team.queue or name, "queue"),
-            (namespaces, team.namespace or f"team-{name}", "namespace"),
+            (queues, team.queue_of(name), "queue"),
+            (namespaces, team.namespace_of(name), "namespace"),
         ):
             if value in seen and seen[value] != path:
                 yield f"{path}.{what}: {value!r} is already the {what} of {seen[value]}; rename one"
@@ -100,10 +95,9 @@ def _storage_and_images(cfg: PlatformConfig) -> Iterator[str]:
             yield f"{field}: {image!r} is not from an allowed registry ({allowed})"
 
 
-def _over(small: Resources, big: Resources) -> list[tuple[str, str, str]]:
-    """``(resource, small's amount, big's amount)`` for each resource of which ``small`` has
-    more than ``big`` (of those ``big`` sets)."""
-    have, limit = small.amounts(), big.amounts()
+def _over(have: Mapping[str, Decimal], limit: Mapping[str, Decimal]) -> list[tuple[str, str, str]]:
+    """``(resource, amount, limit)`` for each resource of which ``have`` has more than
+    ``limit`` (of those ``limit`` sets)."""
     return sorted(
         (k, _show(k, v), _show(k, limit[k])) for k, v in have.items() if k in limit and v > limit[k]
     )
@@ -120,11 +114,11 @@ def _quota(q: Quota, path: str) -> Iterator[str]:
     fix = "lower it or raise that"
     if q.capability is not None:
         for what in ("guarantee", "deserved"):
-            for r, have, cap in _over(getattr(q, what), q.capability):
+            for r, have, cap in _over(getattr(q, what).amounts(), q.capability.amounts()):
                 yield (
                     f"{path}.{what}.{_field(r)}: {have} is more than its capability ({cap}); " + fix
                 )
-    for r, have, deserved in _over(q.guarantee, q.deserved) if q.deserved.amounts() else []:
+    for r, have, deserved in _over(q.guarantee.amounts(), q.deserved.amounts()):
         yield (
             f"{path}.guarantee.{_field(r)}: {have} is more than its deserved share "
             f"({deserved}); {fix}"
@@ -136,37 +130,35 @@ def _children(org: Org, path: str) -> Iterator[str]:
     guarantees and deserved shares within the org's."""
     for name, team in org.teams.items():
         if org.capability is not None and team.capability is not None:
-            for r, have, cap in _over(team.capability, org.capability):
+            for r, have, cap in _over(team.capability.amounts(), org.capability.amounts()):
                 yield (
                     f"{path}.teams.{name}.capability.{_field(r)}: {have} is more than the org's "
                     f"capability ({cap}); a child queue cannot exceed its parent"
                 )
-    if org.capability is not None:  # in a Volcano Queue every GPU type adds up to one number
-        gpus = org.capability.resource_list().get(GPU_RESOURCE)
+    if org.capability is not None and org.capability.gpu:
+        gpus = sum(org.capability.gpu.values())  # a Volcano Queue adds every GPU type up
         for name, team in org.teams.items():
-            mine = team.capability.resource_list().get(GPU_RESOURCE) if team.capability else None
-            if gpus is not None and mine is not None and int(mine) > int(gpus):
+            mine = sum(team.capability.gpu.values()) if team.capability else 0
+            if mine > gpus:
                 yield (
                     f"{path}.teams.{name}.capability.gpu: {mine} GPUs in all, more than the "
                     f"org's {gpus}; a child queue cannot exceed its parent"
                 )
     for what in ("guarantee", "deserved"):
-        total = _sum([getattr(t, what) for t in org.teams.values()])
-        for r, have, limit in _over(total, getattr(org, what)):
+        total = _sum([getattr(t, what).amounts() for t in org.teams.values()])
+        for r, have, limit in _over(total, getattr(org, what).amounts()):
             yield (
                 f"{path}.teams: their {what}s add up to {have}, more than the org's "
                 f"{what}.{_field(r)} ({limit}); raise the org's or lower the teams'"
             )
 
 
-def _sum(parts: list[Resources]) -> Resources:
-    cpu = sum((p.amounts().get("cpu", Decimal(0)) for p in parts), Decimal(0))
-    memory = sum((p.amounts().get("memory", Decimal(0)) for p in parts), Decimal(0))
-    gpu: dict[str, int] = {}
-    for p in parts:
-        for t, n in p.gpu.items():
-            gpu[t] = gpu.get(t, 0) + n
-    return Resources(cpu=str(cpu) if cpu else None, memory=str(memory) if memory else None, gpu=gpu)
+def _sum(parts: list[dict[str, Decimal]]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for part in parts:
+        for k, v in part.items():
+            total[k] = total.get(k, Decimal(0)) + v
+    return total
 
 
 def _field(resource: str) -> str:

@@ -119,6 +119,14 @@ class Team(Quota):
     max_workflows: int = Field(10, ge=1)
     """At most this many of its workflows run at once (an Argo semaphore)."""
 
+    def queue_of(self, name: str) -> str:
+        """The queue of the team called ``name``."""
+        return self.queue or name
+
+    def namespace_of(self, name: str) -> str:
+        """The namespace of the team called ``name``."""
+        return self.namespace or f"team-{name}"
+
 
 class Org(Quota):
     """An organisation: a parent queue over its teams."""
@@ -257,19 +265,25 @@ class PlatformConfig(_Model):
     teams: dict[str, Team] = Field(default_factory=dict)
     """Teams outside any org (their queue's parent is Volcano's root queue)."""
 
+    def team_entries(self) -> list[tuple[str, str | None, str, Team]]:
+        """``(field path, org or None, name, team)`` of every team as written, org teams
+        first — a team defined twice appears twice."""
+        rows: list[tuple[str, str | None, str, Team]] = [
+            (f"orgs.{o}.teams.{n}", o, n, t)
+            for o, org in self.orgs.items()
+            for n, t in org.teams.items()
+        ]
+        return [*rows, *((f"teams.{n}", None, n, t) for n, t in self.teams.items())]
+
     def team_views(self) -> dict[str, TeamView]:
         """Every team, org teams first, with defaults resolved."""
-        rows: list[tuple[str | None, str, Team]] = [
-            (o, n, t) for o, org in self.orgs.items() for n, t in org.teams.items()
-        ]
-        rows += [(None, n, t) for n, t in self.teams.items()]
         return {
             name: TeamView(
                 name=name,
                 org=org,
-                queue=team.queue or name,
-                parent_queue=(self.orgs[org].queue or org) if org else "root",
-                namespace=team.namespace or f"team-{name}",
+                queue=team.queue_of(name),
+                parent_queue=self.org_queue(org) if org else "root",
+                namespace=team.namespace_of(name),
                 service_account="gangway-runner",
                 priority_classes=_default_first(
                     team.priority_classes or [self.default_priority_class],
@@ -278,7 +292,7 @@ class PlatformConfig(_Model):
                 max_workflows=team.max_workflows,
                 quota=team,
             )
-            for org, name, team in rows
+            for _path, org, name, team in self.team_entries()
         }
 
     def org_queue(self, org: str) -> str:

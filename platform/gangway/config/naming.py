@@ -37,8 +37,7 @@ def name_problems(cfg: PlatformConfig) -> Iterator[str]:
         *((f"orgs.{o}", o, 63) for o in cfg.orgs),
         *((f"clusters.{c}", c, 63) for c in cfg.clusters),
         *((f"priority_classes.{p}", p, 253) for p in cfg.priority_classes),
-        *((f"orgs.{o}.teams.{t}", t, 58) for o, org in cfg.orgs.items() for t in org.teams),
-        *((f"teams.{t}", t, 58) for t in cfg.teams),  # 58: "team-" + name is a namespace
+        *((path, t, 58) for path, _, t, _ in cfg.team_entries()),  # 58: "team-" + name fits 63
     ]
     for path, name, limit in named:
         problem = _bad_name(name, limit)
@@ -63,9 +62,7 @@ def name_problems(cfg: PlatformConfig) -> Iterator[str]:
 
 def _duplicate_teams(cfg: PlatformConfig) -> Iterator[str]:
     seen: dict[str, str] = {}
-    places = [(f"orgs.{o}.teams.{t}", t) for o, org in cfg.orgs.items() for t in org.teams]
-    places += [(f"teams.{t}", t) for t in cfg.teams]
-    for path, team in places:
+    for path, _, team, _ in cfg.team_entries():
         if team in seen:
             yield f"{path}: team {team!r} is already defined at {seen[team]}; rename one"
         else:

@@ -13,7 +13,6 @@ kustomize — a base every cluster shares and an overlay per cluster.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from gangway.config import PlatformConfig
 from gangway.render.argo import controller_configmap
 from gangway.render.kube import priority_classes, team_objects
 from gangway.render.mlflow import mlflow_objects
+from gangway.render.policies import policies
 from gangway.render.scheduling import queues, scheduler_configmap, topology
 from gangway.storage import write_atomic
 
@@ -32,23 +32,21 @@ HEADER = "# Rendered by `gangway manifests render` from the platform config: do 
 Objects = list[dict[str, Any]]
 
 
-def _base(cfg: PlatformConfig) -> dict[str, Callable[[], Objects]]:
-    from gangway.render.policies import policies
-
+def _base(cfg: PlatformConfig) -> dict[str, Objects]:
     return {
-        "priority-classes.yaml": lambda: priority_classes(cfg),
-        "queues.yaml": lambda: queues(cfg),
-        "volcano-scheduler.yaml": lambda: [scheduler_configmap()],
-        "teams.yaml": lambda: [o for t in cfg.team_views().values() for o in team_objects(t)],
-        "admission-policies.yaml": lambda: policies(cfg),
-        "mlflow.yaml": lambda: mlflow_objects(cfg),
+        "priority-classes.yaml": priority_classes(cfg),
+        "queues.yaml": queues(cfg),
+        "volcano-scheduler.yaml": [scheduler_configmap()],
+        "teams.yaml": [o for t in cfg.team_views().values() for o in team_objects(t)],
+        "admission-policies.yaml": policies(cfg),
+        "mlflow.yaml": mlflow_objects(cfg),
     }
 
 
-def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Callable[[], Objects]]:
+def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Objects]:
     return {
-        "topology.yaml": lambda: topology(cfg, name),
-        "argo-controller.yaml": lambda: [controller_configmap(cfg, name)],
+        "topology.yaml": topology(cfg, name),
+        "argo-controller.yaml": [controller_configmap(cfg, name)],
     }
 
 
@@ -75,13 +73,11 @@ def _kustomization(resources: list[str]) -> str:
 def render(cfg: PlatformConfig) -> dict[str, str]:
     """Every file, relative path → text: the same config renders the same bytes."""
     files: dict[str, str] = {}
-    base = {f"base/{name}": make() for name, make in _base(cfg).items()}
-    files.update({path: _yaml(objs) for path, objs in base.items() if objs})
-    files["base/kustomization.yaml"] = _kustomization(
-        [p.removeprefix("base/") for p in base if base[p]]
-    )
+    base = _base(cfg)
+    files.update({f"base/{n}": _yaml(o) for n, o in base.items() if o})
+    files["base/kustomization.yaml"] = _kustomization([n for n, o in base.items() if o])
     for cluster in cfg.clusters:
-        parts = {name: make() for name, make in _cluster(cfg, cluster).items()}
+        parts = _cluster(cfg, cluster)
         files.update({f"overlays/{cluster}/{n}": _yaml(o) for n, o in parts.items() if o})
         files[f"overlays/{cluster}/kustomization.yaml"] = _kustomization(
             ["../../base", *(n for n, o in parts.items() if o)]

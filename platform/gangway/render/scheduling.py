@@ -61,11 +61,9 @@ def topology(cfg: PlatformConfig, cluster: str) -> list[dict[str, Any]]:
     node labels."""
     topo = cfg.clusters[cluster].topology
     if topo.hypernodes:
-        tiers = {name: spec.tier for name, spec in topo.hypernodes.items()}
+        lowest = min(spec.tier for spec in topo.hypernodes.values())
         return [
-            hypernode(
-                name, tier=spec.tier, members=spec.members, nodes=spec.tier == min(tiers.values())
-            )
+            hypernode(name, tier=spec.tier, members=spec.members, nodes=spec.tier == lowest)
             for name, spec in sorted(topo.hypernodes.items(), key=lambda kv: (kv[1].tier, kv[0]))
         ]
     if topo.labels:
