@@ -16,11 +16,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from gangway.config.checks import problems
 from gangway.config.model import PlatformConfig, TeamView
+from gangway.documents import read_mapping
 from gangway.errors import PermanentError
 
 __all__ = ["CONFIG_ENV", "EXAMPLE", "PlatformConfig", "TeamView", "config_path", "load_config"]
@@ -57,38 +57,10 @@ def _line(err: Any) -> str:
     return line
 
 
-class _UniqueKeys(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last one
-    silently: a second ``research:`` would replace the first)."""
-
-
-def _mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, object]:
-    keys = [loader.construct_object(k) for k, _ in node.value]
-    twice = sorted({str(k) for k in keys if keys.count(k) > 1})
-    if twice:
-        line = node.start_mark.line + 1
-        raise yaml.constructor.ConstructorError(
-            None, None, f"key(s) {', '.join(twice)} given twice in the mapping at line {line}"
-        )
-    return loader.construct_mapping(node)
-
-
-_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 @lru_cache(maxsize=8)
 def _load(path: str) -> PlatformConfig:
     where = str(path)
-    try:
-        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeys)
-    except OSError as e:
-        raise PermanentError(f"{where}: cannot read it: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise PermanentError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except yaml.YAMLError as e:
-        raise PermanentError(f"{where}: not valid YAML: {e}") from None
-    if not isinstance(raw, dict):
-        raise PermanentError(f"{where}: expected a mapping (clusters:, orgs:, teams:, …)")
+    raw = read_mapping(path, expected="clusters:, orgs:, teams:, …")
     try:
         cfg = PlatformConfig.model_validate(raw)
     except ValidationError as e:

@@ -1,0 +1,207 @@
+"""What the clusters look like at one moment, as typed data: nodes (GPU type, allocatable and
+allocated, topology domains), queues (guarantee/deserved/capability) and the gangs in them
+(running, with the nodes they hold, or pending), plus the teams and priority classes of the
+platform config. Admission, preemption and placement read only this.
+
+Amounts are whole numbers: CPU in millicores, memory in bytes, GPUs in devices; the file may
+write Kubernetes quantities (``500m``, ``64Gi``) and they are read as such. A quota's keys are
+``cpu``, ``memory``, ``gpu`` (every type) and ``gpu/TYPE`` (one type).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import ROUND_CEILING
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+
+from gangway.config.model import quantity
+
+__all__ = [
+    "Amount",
+    "ClusterState",
+    "Gang",
+    "Millicores",
+    "Node",
+    "PriorityInfo",
+    "QueueState",
+    "Quota",
+    "Snapshot",
+    "TeamInfo",
+    "quota_key",
+]
+
+
+def _millicores(v: object) -> int:
+    if isinstance(v, bool):
+        raise ValueError("a CPU amount, not a boolean")
+    if isinstance(v, str | int | float):
+        return int((quantity(str(v)) * 1000).to_integral_value(ROUND_CEILING))
+    raise ValueError(f"{v!r} is not a CPU quantity (e.g. 8, 500m)")
+
+
+def _bytes(v: object) -> int:
+    if isinstance(v, bool):
+        raise ValueError("a memory amount, not a boolean")
+    if isinstance(v, str | int | float):
+        return int(quantity(str(v)).to_integral_value(ROUND_CEILING))
+    raise ValueError(f"{v!r} is not a memory quantity (e.g. 64Gi)")
+
+
+Millicores = Annotated[
+    int, BeforeValidator(_millicores), PlainSerializer(lambda v: f"{v}m", return_type=str)
+]
+Bytes = Annotated[int, BeforeValidator(_bytes)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Amount(_Model):
+    """CPU, memory and GPUs (of a node, or of one pod)."""
+
+    cpu: Millicores = Field(0, ge=0)
+    memory: Bytes = Field(0, ge=0)
+    gpus: int = Field(0, ge=0)
+
+
+def quota_key(gpu_type: str | None) -> str:
+    """The quota key that counts GPUs of ``gpu_type`` (``gpu`` for all types together)."""
+    return f"gpu/{gpu_type}" if gpu_type else "gpu"
+
+
+class Node(_Model):
+    name: str
+    gpu_type: str | None = None
+    """The GPU model (the config's name for it, e.g. ``H100``); None for a CPU node."""
+    allocatable: Amount
+    allocated: Amount = Amount()
+    """What every pod on the node requests, gangs and everything else."""
+    domains: dict[str, str] = Field(default_factory=dict)
+    """Topology tier → the domain the node is in, e.g. ``{rack: r1, block: b1}``."""
+    schedulable: bool = True
+
+
+class Gang(_Model):
+    """A Volcano Job's gang: all its pods run or none do."""
+
+    name: str
+    namespace: str = "default"
+    queue: str
+    priority_class: str | None = None
+    priority: int = 0
+    pods: int = Field(ge=1)
+    per_pod: Amount
+    gpu_type: str | None = None
+    phase: Literal["Running", "Pending"] = "Pending"
+    placement: dict[str, int] = Field(default_factory=dict)
+    """Node → how many of its pods run there (a running gang)."""
+    workflow: str | None = None
+    started_at: datetime | None = None
+    last_checkpoint_at: datetime | None = None
+    """When it last saved a checkpoint (from lineage), for what evicting it would lose."""
+
+    def total(self, key: str) -> int:
+        """The gang's whole request of quota ``key``."""
+        per = {"cpu": self.per_pod.cpu, "memory": self.per_pod.memory, "gpu": self.per_pod.gpus}
+        if key.startswith("gpu/"):
+            return self.per_pod.gpus * self.pods if key == quota_key(self.gpu_type) else 0
+        return per.get(key, 0) * self.pods
+
+
+def _quota(v: object) -> dict[str, int]:
+    if not isinstance(v, dict):
+        raise ValueError("expected a mapping of cpu, memory, gpu and gpu/TYPE to amounts")
+    out: dict[str, int] = {}
+    for key, amount in v.items():
+        if key == "cpu":
+            out[key] = _millicores(amount)
+        elif key == "memory":
+            out[key] = _bytes(amount)
+        elif key == "gpu" or (isinstance(key, str) and key.startswith("gpu/") and key[4:]):
+            if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
+                raise ValueError(f"{key}: {amount!r} is not a whole number of GPUs")
+            out[key] = amount
+        else:
+            raise ValueError(f"unknown resource {key!r}: use cpu, memory, gpu or gpu/TYPE")
+    return out
+
+
+def _quota_out(v: dict[str, int]) -> dict[str, str | int]:
+    return {k: f"{n}m" if k == "cpu" else n for k, n in v.items()}
+
+
+Quota = Annotated[dict[str, int], BeforeValidator(_quota), PlainSerializer(_quota_out)]
+"""Amounts by quota key; CPU in millicores (written back as ``NNNm``)."""
+
+
+class QueueState(_Model):
+    """A Volcano queue of one cluster: its place in the hierarchy and its quota."""
+
+    parent: str | None = "root"
+    weight: int = Field(1, ge=1)
+    reclaimable: bool = True
+    guarantee: Quota = Field(default_factory=dict)
+    deserved: Quota = Field(default_factory=dict)
+    capability: Quota = Field(default_factory=dict)
+    """Absent keys: no limit."""
+
+
+class ClusterState(_Model):
+    region: str
+    gpu_products: dict[str, str] = Field(default_factory=dict)
+    """GPU model → its ``nvidia.com/gpu.product`` node label value (default: the model)."""
+    tiers: list[str] = Field(default_factory=list)
+    """Topology tiers, closest first (tier 1 = the first), as in ``Node.domains``."""
+    nodes: list[Node] = Field(default_factory=list)
+    queues: dict[str, QueueState] = Field(default_factory=dict)
+    gangs: list[Gang] = Field(default_factory=list)
+
+    def usage(self, queue: str, key: str) -> int:
+        """What the running gangs of ``queue`` and of its descendants hold of ``key``."""
+        inside = self.subtree(queue)
+        return sum(g.total(key) for g in self.gangs if g.phase == "Running" and g.queue in inside)
+
+    def subtree(self, queue: str) -> set[str]:
+        """``queue`` and every queue below it."""
+        out = {queue}
+        grew = True
+        while grew:
+            more = {n for n, q in self.queues.items() if q.parent in out} - out
+            out |= more
+            grew = bool(more)
+        return out
+
+    def ancestors(self, queue: str) -> list[str]:
+        """``queue`` then its parents up to (not including) ``root``."""
+        out: list[str] = []
+        q: str | None = queue
+        while q and q != "root" and q in self.queues and q not in out:
+            out.append(q)
+            q = self.queues[q].parent
+        return out
+
+
+class TeamInfo(_Model):
+    queue: str
+    priority_classes: list[str]
+    """Allowed, the team's default first."""
+    gpu_types: list[str] | None = None
+    """GPU types its quota names (None: any)."""
+
+
+class PriorityInfo(_Model):
+    value: int
+    preempting: bool = True
+    """False: ``preemptionPolicy: Never`` — its gangs wait rather than evict others."""
+
+
+class Snapshot(_Model):
+    taken_at: datetime
+    source: Literal["live", "file", "example", "recorded", "generated"] = "file"
+    priority_classes: dict[str, PriorityInfo] = Field(default_factory=dict)
+    default_priority_class: str | None = None
+    teams: dict[str, TeamInfo] = Field(default_factory=dict)
+    clusters: dict[str, ClusterState] = Field(min_length=1)

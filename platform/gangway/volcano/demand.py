@@ -1,0 +1,108 @@
+"""What a Volcano Job asks the scheduler for — pods, their requests, queue, priority class, GPU
+model, topology — and the placement written back onto it (``networkTopology``, the GPU
+model's node selector)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+__all__ = [
+    "GPU_PRODUCT_LABEL",
+    "GPU_RESOURCE",
+    "JobDemand",
+    "job_demand",
+    "with_placement",
+]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""The node label GPU feature discovery publishes with the GPU model."""
+
+
+@dataclass(frozen=True)
+class JobDemand:
+    pods: int
+    cpu_millis: int
+    memory: int
+    gpus: int
+    queue: str | None
+    priority_class: str | None
+    gpu_product: str | None
+    highest_tier: int | None
+    namespace: str | None
+
+
+def _quantity(v: Any) -> Decimal:
+    from gangway.config.model import quantity
+
+    try:
+        return quantity(str(v))
+    except (ValueError, ArithmeticError):
+        return Decimal(0)
+
+
+def _requests(pod: Mapping[str, Any]) -> tuple[int, int, int]:
+    """CPU (millicores), memory (bytes) and GPUs a pod requests: the sum over its containers
+    (limits where a request is absent, as Kubernetes defaults them)."""
+    cpu = mem = gpu = Decimal(0)
+    for c in pod.get("containers") or []:
+        res = c.get("resources") or {}
+        want = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        cpu += _quantity(want.get("cpu", 0)) * 1000
+        mem += _quantity(want.get("memory", 0))
+        gpu += _quantity(want.get(GPU_RESOURCE, 0))
+    up = ROUND_CEILING
+    return int(cpu.to_integral_value(up)), int(mem.to_integral_value(up)), int(gpu)
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def job_demand(job: Mapping[str, Any]) -> JobDemand:
+    """The demand of a Job manifest. Pods: ``minAvailable`` (the whole gang, which Gangway's
+    jobs equal to their pod count), else the sum of the tasks' replicas; each pod sized as the
+    largest of the tasks' pods, resource by resource."""
+    spec = job.get("spec") or {}
+    tasks = spec.get("tasks") or []
+    pods = _int(spec.get("minAvailable")) or sum(_int(t.get("replicas")) or 0 for t in tasks)
+    shapes = [_requests((t.get("template") or {}).get("spec") or {}) for t in tasks] or [(0, 0, 0)]
+    selectors = [
+        ((t.get("template") or {}).get("spec") or {}).get("nodeSelector") or {} for t in tasks
+    ]
+    product = next((s[GPU_PRODUCT_LABEL] for s in selectors if GPU_PRODUCT_LABEL in s), None)
+    topology = spec.get("networkTopology") or {}
+    return JobDemand(
+        pods=pods,
+        cpu_millis=max(s[0] for s in shapes),
+        memory=max(s[1] for s in shapes),
+        gpus=max(s[2] for s in shapes),
+        queue=spec.get("queue") or None,
+        priority_class=spec.get("priorityClassName") or None,
+        gpu_product=str(product) if product else None,
+        highest_tier=_int(topology.get("highestTierAllowed")),
+        namespace=(job.get("metadata") or {}).get("namespace"),
+    )
+
+
+def with_placement(
+    job: Mapping[str, Any], *, tier: int | None, hard: bool, gpu_product: str | None
+) -> dict[str, Any]:
+    """A copy of ``job`` kept within topology ``tier`` (``networkTopology``: hard mode never
+    spans wider; soft mode prefers to stay within) and on nodes of ``gpu_product``."""
+    out = copy.deepcopy(dict(job))
+    spec = out.setdefault("spec", {})
+    if tier is not None:
+        spec["networkTopology"] = {"mode": "hard" if hard else "soft", "highestTierAllowed": tier}
+    if gpu_product:
+        for t in spec.get("tasks") or []:
+            pod = t.setdefault("template", {}).setdefault("spec", {})
+            pod.setdefault("nodeSelector", {})[GPU_PRODUCT_LABEL] = gpu_product
+    return out

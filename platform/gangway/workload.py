@@ -1,0 +1,153 @@
+"""A workload as admission and placement see it: one gang of pods of one shape, the team and
+queue it goes to, its priority class, the GPU model it needs, how close its pods must be, and
+where its data is.
+
+:func:`gang_workloads` reads the gangs of a compiled pipeline (the Volcano Jobs of its resource
+templates, filled with the run's parameter values); :func:`workload_of_job` reads one Job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gangway.errors import PermanentError
+from gangway.snapshot.model import Amount
+
+__all__ = ["Workload", "gang_workloads", "workload_of_job"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    pods: int
+    per_pod: Amount
+    team: str | None = None
+    queue: str | None = None
+    """Default: the team's queue."""
+    priority_class: str | None = None
+    """Default: the team's first allowed class."""
+    gpu_type: str | None = None
+    """The GPU model (the config's name); None: any model (or no GPUs)."""
+    within: str | None = None
+    """The topology tier the whole gang must stay within (``rack``); None: anywhere."""
+    data_region: str | None = None
+    """The region its input data is in (for locality); None: unknown."""
+    namespace: str = "default"
+    fields: Mapping[str, str] = field(default_factory=dict)
+    """Where each attribute came from, for errors (``priority_class`` → ``-p priority-class``)."""
+
+    def path_of(self, name: str) -> str:
+        """The field path to name in an error about attribute ``name``."""
+        return self.fields.get(name, name)
+
+    def total(self, key: str) -> int:
+        """The gang's whole request of quota key ``key`` (see :mod:`gangway.snapshot.model`)."""
+        if key == "cpu":
+            return self.per_pod.cpu * self.pods
+        if key == "memory":
+            return self.per_pod.memory * self.pods
+        if key == "gpu":
+            return self.per_pod.gpus * self.pods
+        if key == f"gpu/{self.gpu_type}":
+            return self.per_pod.gpus * self.pods
+        return 0
+
+    def shape(self) -> str:
+        """``4 pods × 8 H100, 32 CPU, 256Gi``."""
+        gpus = f"{self.per_pod.gpus} {self.gpu_type or 'GPU'}" if self.per_pod.gpus else "no GPU"
+        cpu = self.per_pod.cpu / 1000
+        mem = self.per_pod.memory / 2**30
+        return f"{self.pods} pod(s) × {gpus}, {cpu:g} CPU, {mem:g}Gi"
+
+
+def workload_of_job(
+    job: Mapping[str, Any],
+    *,
+    name: str,
+    team: str | None,
+    gpu_products: Mapping[str, str] | None = None,
+    tiers: list[str] | None = None,
+) -> Workload:
+    """The workload of a Volcano Job manifest: its pods (every task, each pod sized as the
+    largest task's), queue, priority class, the GPU model its node selector asks for
+    (``gpu_products`` maps a product label back to the config's name) and the topology tier
+    its ``networkTopology`` allows (``tiers``: the cluster's, closest first)."""
+    from gangway.volcano.demand import job_demand
+
+    d = job_demand(job)
+    product_to_type = {v: k for k, v in (gpu_products or {}).items()}
+    gpu_type = product_to_type.get(d.gpu_product, d.gpu_product) if d.gpu_product else None
+    within = None
+    if d.highest_tier is not None and tiers and 1 <= d.highest_tier <= len(tiers):
+        within = tiers[d.highest_tier - 1]
+    per_pod = Amount(cpu=f"{d.cpu_millis}m", memory=d.memory, gpus=d.gpus)
+    return Workload(
+        name=name,
+        pods=d.pods,
+        per_pod=per_pod,
+        team=team,
+        queue=d.queue,
+        priority_class=d.priority_class,
+        gpu_type=gpu_type,
+        within=within,
+        namespace=d.namespace or "default",
+    )
+
+
+def gang_workloads(obj: Mapping[str, Any], values: Mapping[str, str]) -> list[Workload]:
+    """The gangs a pipeline (a compiled Workflow or WorkflowTemplate) would create with the
+    parameter ``values``: each gang step's Job, filled as Argo would fill it, as a workload
+    named after its task. Values only a run knows (another task's outputs) stay blank."""
+    from gangway.argo.scope import parameter_values, workflow_scope, workflow_spec
+    from gangway.contract import QUEUE_LABEL, TEAM_LABEL
+    from gangway.lint.values import with_values
+
+    filled = with_values(obj, values)
+    spec = workflow_spec(filled)
+    labels = (filled.get("metadata") or {}).get("labels") or {}
+    scope = workflow_scope(
+        name=str((filled.get("metadata") or {}).get("name") or "workflow"),
+        uid="uid",
+        namespace=str((filled.get("metadata") or {}).get("namespace") or "default"),
+        parameters=parameter_values(spec),
+        labels=labels,
+    )
+    out = []
+    for task, job in _gang_jobs(spec, scope):
+        w = workload_of_job(job, name=task, team=labels.get(TEAM_LABEL))
+        out.append(replace(w, queue=w.queue or labels.get(QUEUE_LABEL)))
+    return out
+
+
+def _gang_jobs(spec: Mapping[str, Any], scope: Mapping[str, str]) -> list[tuple[str, Any]]:
+    """``(task, filled Job manifest)`` for each DAG task whose template creates a Job."""
+    import yaml
+
+    from gangway.argo.scope import inputs_scope
+    from gangway.argo.substitution import fill_known
+    from gangway.volcano.gang import is_job
+
+    templates = {t.get("name"): t for t in spec.get("templates") or []}
+    found = []
+    for t in templates.values():
+        for task in (t.get("dag") or {}).get("tasks") or []:
+            target = templates.get(task.get("template")) or {}
+            manifest = (target.get("resource") or {}).get("manifest")
+            if not manifest:
+                continue
+            args = (task.get("arguments") or {}).get("parameters") or []
+            inputs = {
+                str(a.get("name")): fill_known(str(a.get("value", "")), scope, "") for a in args
+            }
+            text = fill_known(manifest, {**scope, **inputs_scope(inputs)}, "")
+            try:
+                job = yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                raise PermanentError(
+                    f"task {task.get('name')}: its manifest is not YAML: {e}"
+                ) from None
+            if is_job(job):
+                found.append((str(task.get("name")), job))
+    return found
