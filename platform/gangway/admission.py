@@ -196,7 +196,10 @@ def admit_in(
     if over:
         q, k, used, cap = over[0]
         short = used + w.total(k) - cap
-        reason = f"queue {q} holds {used} of its {cap} {k} capability; waits for {short} more"
+        reason = (
+            f"queue {q} holds {used} of its {cap} {k} capability and the gang needs "
+            f"{w.total(k)}: waits for {short} to be released"
+        )
     else:
         scope, most = _largest(view, counts, w.within)
         reason = f"waits for {w.pods} pods of {what} free in {scope}; largest now: {most}"

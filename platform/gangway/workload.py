@@ -8,14 +8,15 @@ templates, filled with the run's parameter values); :func:`workload_of_job` read
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gangway.errors import PermanentError
 from gangway.snapshot.model import Amount
 
-__all__ = ["Workload", "gang_workloads", "workload_of_job"]
+__all__ = ["Workload", "gang_workloads", "region_of", "workload_of_job"]
 
 
 @dataclass(frozen=True)
@@ -96,33 +97,59 @@ def workload_of_job(
     )
 
 
-def gang_workloads(obj: Mapping[str, Any], values: Mapping[str, str]) -> list[Workload]:
+def gang_workloads(
+    obj: Mapping[str, Any], values: Mapping[str, str], *, data_region: str | None = None
+) -> list[Workload]:
     """The gangs a pipeline (a compiled Workflow or WorkflowTemplate) would create with the
     parameter ``values``: each gang step's Job, filled as Argo would fill it, as a workload
-    named after its task. Values only a run knows (another task's outputs) stay blank."""
+    named after its task. Values only a run knows (another task's outputs) stay blank. Errors
+    about a workload name the ``-p`` parameter (or label) that sets the field."""
     from gangway.argo.scope import parameter_values, workflow_scope, workflow_spec
-    from gangway.contract import QUEUE_LABEL, TEAM_LABEL
+    from gangway.contract import PRIORITY_CLASS_PARAM, QUEUE_LABEL, TEAM_LABEL
     from gangway.lint.values import with_values
 
     filled = with_values(obj, values)
     spec = workflow_spec(filled)
-    labels = (filled.get("metadata") or {}).get("labels") or {}
+    meta = filled.get("metadata") or {}
+    labels = meta.get("labels") or {}
     scope = workflow_scope(
-        name=str((filled.get("metadata") or {}).get("name") or "workflow"),
+        name=str(meta.get("name") or meta.get("generateName") or "workflow"),
         uid="uid",
-        namespace=str((filled.get("metadata") or {}).get("namespace") or "default"),
+        namespace=str(meta.get("namespace") or "default"),
         parameters=parameter_values(spec),
         labels=labels,
     )
     out = []
-    for task, job in _gang_jobs(spec, scope):
+    for task, job, params in _gang_jobs(spec, scope):
+        fields = {
+            "team": f"metadata.labels.{TEAM_LABEL}",
+            "queue": f"metadata.labels.{QUEUE_LABEL}",
+            "priority_class": f"-p {PRIORITY_CLASS_PARAM}",
+            "pods": f"-p {params.get('nodes', 'nodes')}",
+            "per_pod": f"-p {params.get('gpus-per-node', 'gpus-per-node')}",
+            "gpu_type": "--gpu-type",
+            "within": "--within",
+        }
         w = workload_of_job(job, name=task, team=labels.get(TEAM_LABEL))
-        out.append(replace(w, queue=w.queue or labels.get(QUEUE_LABEL)))
+        out.append(
+            replace(
+                w,
+                queue=w.queue or labels.get(QUEUE_LABEL),
+                data_region=data_region,
+                fields=fields,
+            )
+        )
     return out
 
 
-def _gang_jobs(spec: Mapping[str, Any], scope: Mapping[str, str]) -> list[tuple[str, Any]]:
-    """``(task, filled Job manifest)`` for each DAG task whose template creates a Job."""
+_WORKFLOW_PARAM = re.compile(r"^\{\{\s*workflow\.parameters\.([-\w.]+)\s*\}\}$")
+
+
+def _gang_jobs(
+    spec: Mapping[str, Any], scope: Mapping[str, str]
+) -> list[tuple[str, Any, dict[str, str]]]:
+    """``(task, filled Job manifest, input → the workflow parameter it is passed)`` for each
+    DAG task whose template creates a Job."""
     import yaml
 
     from gangway.argo.scope import inputs_scope
@@ -138,9 +165,8 @@ def _gang_jobs(spec: Mapping[str, Any], scope: Mapping[str, str]) -> list[tuple[
             if not manifest:
                 continue
             args = (task.get("arguments") or {}).get("parameters") or []
-            inputs = {
-                str(a.get("name")): fill_known(str(a.get("value", "")), scope, "") for a in args
-            }
+            raw = {str(a.get("name")): str(a.get("value", "")) for a in args}
+            inputs = {k: fill_known(v, scope, "") for k, v in raw.items()}
             text = fill_known(manifest, {**scope, **inputs_scope(inputs)}, "")
             try:
                 job = yaml.safe_load(text)
@@ -149,5 +175,17 @@ def _gang_jobs(spec: Mapping[str, Any], scope: Mapping[str, str]) -> list[tuple[
                     f"task {task.get('name')}: its manifest is not YAML: {e}"
                 ) from None
             if is_job(job):
-                found.append((str(task.get("name")), job))
+                params = {k: m.group(1) for k, v in raw.items() if (m := _WORKFLOW_PARAM.match(v))}
+                found.append((str(task.get("name")), job, params))
     return found
+
+
+def region_of(uris: Iterable[str], buckets: Mapping[str, str]) -> str | None:
+    """The region whose artifact bucket (``buckets``: region → ``s3://bucket``) holds the first
+    of ``uris`` that is in one; None when none is."""
+    for uri in uris:
+        for region, bucket in buckets.items():
+            root = bucket.rstrip("/")
+            if uri == root or uri.startswith(root + "/"):
+                return region
+    return None

@@ -15,6 +15,7 @@ __all__ = [
     "GPU_RESOURCE",
     "JobDemand",
     "job_demand",
+    "place_manifest",
     "with_placement",
 ]
 
@@ -106,3 +107,36 @@ def with_placement(
             pod = t.setdefault("template", {}).setdefault("spec", {})
             pod.setdefault("nodeSelector", {})[GPU_PRODUCT_LABEL] = gpu_product
     return out
+
+
+def place_manifest(text: str, *, tier: int | None, hard: bool, gpu_product: str | None) -> str:
+    """:func:`with_placement` on a Job manifest as an Argo resource template holds it: YAML
+    text with ``{{…}}`` placeholders, unquoted where they stand for a count. The placeholders
+    come back verbatim, counts unquoted, as :meth:`VolcanoJob.to_yaml` writes them."""
+    import secrets
+
+    import yaml
+
+    from gangway.argo.substitution import PLACEHOLDER
+    from gangway.volcano.job import unquote_counts
+
+    salt = secrets.token_hex(4)
+    bodies = list(dict.fromkeys(m.group(0) for m in PLACEHOLDER.finditer(text)))
+    probes = {f"gwplace{i}x{salt}": b for i, b in enumerate(bodies)}
+    protected = PLACEHOLDER.sub(
+        lambda m: next(p for p, b in probes.items() if b == m.group(0)), text
+    )
+    job = with_placement(yaml.safe_load(protected), tier=tier, hard=hard, gpu_product=gpu_product)
+
+    def back(node: Any) -> Any:
+        if isinstance(node, str):
+            for p, b in probes.items():
+                node = node.replace(p, b)
+            return node
+        if isinstance(node, list):
+            return [back(v) for v in node]
+        if isinstance(node, dict):
+            return {back(k): back(v) for k, v in node.items()}
+        return node
+
+    return unquote_counts(yaml.safe_dump(back(job), sort_keys=False, width=1000))

@@ -38,6 +38,7 @@ __all__ = [
     "VolcanoJob",
     "VolcanoTask",
     "pytorch_job",
+    "unquote_counts",
 ]
 
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -183,8 +184,13 @@ class VolcanoJob(_Model):
     def to_yaml(self) -> str:
         """The manifest as YAML for an Argo resource template; count fields holding a
         placeholder are left unquoted so that they are integers once Argo substitutes them."""
-        text = yaml.safe_dump(self.to_manifest(), sort_keys=False, width=1000)
-        return _COUNT_FIELD.sub(r"\1\2", text)
+        return unquote_counts(yaml.safe_dump(self.to_manifest(), sort_keys=False, width=1000))
+
+
+def unquote_counts(text: str) -> str:
+    """A Job's YAML with each count field holding a placeholder (``minAvailable``,
+    ``replicas``) unquoted, so that it is an integer once Argo substitutes it."""
+    return _COUNT_FIELD.sub(r"\1\2", text)
 
 
 def pytorch_job(

@@ -1,0 +1,145 @@
+"""A snapshot of the platform config's live clusters, through the kubernetes client: the one
+place admission and placement touch a cluster. It lists Nodes, Pods, PriorityClasses and
+Volcano's Queues, PodGroups and HyperNodes of each cluster's kube context and hands them to
+:func:`gangway.snapshot.objects.cluster_from_objects`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from gangway.config.model import PlatformConfig, Quota
+from gangway.errors import PermanentError, TransientError
+from gangway.snapshot.build import config_quota, from_config
+from gangway.snapshot.model import Snapshot
+from gangway.snapshot.objects import cluster_from_objects
+from gangway.volcano.objects import LISTED_KINDS
+
+__all__ = ["list_objects", "list_workflow_gangs", "live_snapshot"]
+
+
+def list_objects(context: str | None) -> list[dict[str, Any]]:
+    """Every object a snapshot needs from the cluster of kube ``context``, as plain dicts."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        api = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+    except Exception as e:
+        raise PermanentError(
+            f"cannot load kube context {context or '(current)'}: {e}; check KUBECONFIG"
+        ) from None
+    core = client.CoreV1Api(api)
+    out: list[dict[str, Any]] = []
+
+    def add(kind: str, items: list[Any]) -> None:
+        for i in items:
+            d = api.sanitize_for_serialization(i) if not isinstance(i, dict) else i
+            d.setdefault("kind", kind)
+            out.append(d)
+
+    try:
+        add("Node", core.list_node().items)
+        add(
+            "Pod",
+            core.list_pod_for_all_namespaces(
+                field_selector="status.phase!=Succeeded,status.phase!=Failed"
+            ).items,
+        )
+        add("PriorityClass", client.SchedulingV1Api(api).list_priority_class().items)
+        custom = client.CustomObjectsApi(api)
+        for group, version, plural, kind in LISTED_KINDS:
+            try:
+                listed = custom.list_cluster_custom_object(group, version, plural)
+                add(kind, dict(listed)["items"])  # type: ignore[call-overload]
+            except ApiException as e:
+                if e.status != 404:  # HyperNodes are optional (label discovery may be off)
+                    raise
+    except ApiException as e:
+        raise PermanentError(f"context {context}: the API refused: {e.status} {e.reason}") from None
+    except Exception as e:  # connection refused, DNS, TLS
+        raise TransientError(f"context {context}: cannot reach the API server: {e}") from None
+    return out
+
+
+def _extra_quota(cfg: PlatformConfig) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per-model GPU quota keys, which Volcano's Queue (one ``nvidia.com/gpu``) cannot hold."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    quotas: list[tuple[str, Quota]] = [(cfg.org_queue(o), org) for o, org in cfg.orgs.items()]
+    quotas += [(v.queue, v.quota) for v in cfg.team_views().values()]
+    for queue, q in quotas:
+        out[queue] = {
+            part: config_quota(getattr(q, part)) for part in ("guarantee", "deserved", "capability")
+        }
+    return out
+
+
+def live_snapshot(
+    cfg: PlatformConfig,
+    *,
+    clusters: list[str] | None = None,
+    lister: Callable[[str | None], list[dict[str, Any]]] = list_objects,
+    last_checkpoints: Mapping[str, datetime] | None = None,
+    warn: Callable[[str], None] = lambda _m: None,
+) -> Snapshot:
+    """A snapshot of ``clusters`` (default: all the config's), read with ``lister``. A cluster
+    that cannot be reached is left out with a warning; none reachable is an error."""
+    base = from_config(cfg, datetime.now(UTC)).build()
+    states = {}
+    for name in clusters or list(cfg.clusters):
+        c = cfg.clusters[name]
+        try:
+            objs = lister(c.kube_context)
+        except (PermanentError, TransientError) as e:
+            warn(f"{name}: left out of the snapshot: {e}")
+            continue
+        states[name] = cluster_from_objects(
+            objs,
+            region=c.region,
+            gpu_products=c.gpu_products,
+            topology_labels=c.topology.labels,
+            extra_quota=_extra_quota(cfg),
+            classes=base.priority_classes,
+            last_checkpoints=last_checkpoints,
+        )
+    if not states:
+        raise PermanentError(
+            "no cluster could be read; pass --snapshot FILE (e.g. one `gangway snapshot save` "
+            "wrote) to decide over a saved snapshot"
+        )
+    return base.model_copy(update={"clusters": states, "source": "live"})
+
+
+def list_workflow_gangs(context: str | None, namespace: str, workflow: str) -> list[dict[str, Any]]:
+    """The Volcano Jobs of ``workflow`` in ``namespace`` and the namespace's PodGroups."""
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    from gangway.contract import WORKFLOW_LABEL
+    from gangway.volcano.job import JOB_API_GROUP, JOB_API_VERSION, JOB_KIND, JOB_RESOURCE
+    from gangway.volcano.objects import LISTED_KINDS, PODGROUP_KIND
+
+    try:
+        api = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+    except Exception as e:
+        raise PermanentError(
+            f"cannot load kube context {context or '(current)'}: {e}; check KUBECONFIG"
+        ) from None
+    custom = client.CustomObjectsApi(api)
+    group = next(k for k in LISTED_KINDS if k[3] == PODGROUP_KIND)
+    try:
+        jobs = custom.list_namespaced_custom_object(
+            JOB_API_GROUP,
+            JOB_API_VERSION.split("/")[1],
+            namespace,
+            JOB_RESOURCE,
+            label_selector=f"{WORKFLOW_LABEL}={workflow}",
+        )
+        groups = custom.list_namespaced_custom_object(group[0], group[1], namespace, group[2])
+    except ApiException as e:
+        raise PermanentError(f"context {context}: the API refused: {e.status} {e.reason}") from None
+    except Exception as e:
+        raise TransientError(f"context {context}: cannot reach the API server: {e}") from None
+    out = [{"kind": JOB_KIND, **j} for j in dict(jobs).get("items", [])]  # type: ignore[call-overload]
+    return out + [{"kind": PODGROUP_KIND, **g} for g in dict(groups).get("items", [])]  # type: ignore[call-overload]
