@@ -39,6 +39,7 @@ class Topology:
 
     tier: int | None
     """``highestTierAllowed`` (1 = closest); None: no ``networkTopology``."""
+    tier_name: str | None
     hard: bool
     gpu_product: str | None
 
@@ -130,4 +131,5 @@ def _topology(w: Workload, snapshot: Snapshot, best: Option | None) -> Topology 
     if tier is None and w.within:
         tier = state.tiers.index(w.within) + 1
     product = state.gpu_products.get(w.gpu_type, w.gpu_type) if w.gpu_type else None
-    return Topology(tier=tier, hard=w.within is not None, gpu_product=product)
+    name = state.tiers[tier - 1] if tier else None
+    return Topology(tier=tier, tier_name=name, hard=w.within is not None, gpu_product=product)

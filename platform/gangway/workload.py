@@ -16,7 +16,7 @@ from typing import Any
 from gangway.errors import PermanentError
 from gangway.snapshot.model import Amount
 
-__all__ = ["Workload", "gang_workloads", "region_of", "workload_of_job"]
+__all__ = ["Workload", "gang_workloads", "place_gangs", "region_of", "workload_of_job"]
 
 
 @dataclass(frozen=True)
@@ -189,3 +189,26 @@ def region_of(uris: Iterable[str], buckets: Mapping[str, str]) -> str | None:
             if uri == root or uri.startswith(root + "/"):
                 return region
     return None
+
+
+def place_gangs(obj: Mapping[str, Any], topologies: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the pipeline ``obj`` whose gang steps carry their placement: ``topologies``
+    maps a gang task's name to its :class:`gangway.placement.Topology`."""
+    import copy
+
+    from gangway.argo.scope import workflow_spec
+    from gangway.volcano.demand import place_manifest
+
+    out = copy.deepcopy(dict(obj))
+    spec = workflow_spec(out)
+    templates = {t.get("name"): t for t in spec.get("templates") or []}
+    for t in list(templates.values()):
+        for task in (t.get("dag") or {}).get("tasks") or []:
+            topo = topologies.get(str(task.get("name")))
+            resource = (templates.get(task.get("template")) or {}).get("resource")
+            if topo is None or not resource or not resource.get("manifest"):
+                continue
+            resource["manifest"] = place_manifest(
+                resource["manifest"], tier=topo.tier, hard=topo.hard, gpu_product=topo.gpu_product
+            )
+    return out

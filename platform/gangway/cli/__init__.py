@@ -7,7 +7,7 @@ import sys
 import typer
 
 from gangway import __version__
-from gangway.cli import cluster_cmds, data, lineage, lint, manifests, pipelines
+from gangway.cli import cluster_cmds, data, lineage, lint, manifests, pipelines, scheduling
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
@@ -36,7 +36,11 @@ app.command("logs")(cluster_cmds.logs_cmd)
 app.command("links")(cluster_cmds.links_cmd)
 app.command("ls")(data.ls)
 app.command("lineage")(lineage.lineage_cmd)
+app.command("queues")(scheduling.queues_cmd)
+app.command("explain")(scheduling.explain_cmd)
+app.command("why")(scheduling.why_cmd)
 app.add_typer(manifests.app, name="manifests")
+app.add_typer(scheduling.app, name="snapshot")
 
 
 @app.command("version")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from gangway.cli._output import console, err_console
 from gangway.cli.options import load_manifests, parse_params
+from gangway.cli.scheduling import GpuTypeOpt, RegionOpt, SnapshotOpt, WithinOpt
 from gangway.errors import PermanentError
 
 __all__ = ["deploy_cmd", "links_cmd", "logs_cmd", "status_cmd", "submit_cmd"]
@@ -129,19 +130,83 @@ def _connect(cluster: str | None) -> tuple[Any, Any]:
     return c, HeraArgoApi(c.base_url, c.token, c.verify_ssl)
 
 
+def _auto_cluster(
+    pipeline: Path,
+    params: dict[str, str],
+    snapshot: str | None,
+    gpu_type: str | None,
+    within: str | None,
+    data_region: str | None,
+) -> tuple[str, dict[str, Any]]:
+    """``--cluster auto``: the best cluster for the pipeline's gangs and the pipeline with
+    their placement written on; the decision goes to stderr. A rejection sends nothing."""
+    from gangway.cli.decisions import render_placement
+    from gangway.cli.scheduling import decide_pipeline, read_snapshot
+    from gangway.workload import place_gangs
+
+    snap = read_snapshot(snapshot)
+    obj, placements = decide_pipeline(
+        pipeline, params, snap, gpu_type=gpu_type, within=within, data_region=data_region
+    )
+    for p in placements:
+        err_console.print(render_placement(p))
+    chosen = [p.chosen for p in placements]
+    if any(c is None for c in chosen):
+        raise PermanentError("--cluster auto: no cluster can ever run this; nothing was sent")
+    cluster = chosen[0].cluster if chosen[0] else ""
+    elsewhere = [
+        p.decision.workload.name
+        for p, c in zip(placements, chosen, strict=True)
+        if c and c.cluster != cluster
+    ]
+    if elsewhere:
+        err_console.print(
+            f"[yellow]{', '.join(elsewhere)} would rank another cluster first; "
+            f"all gangs go to {cluster}[/]"
+        )
+    tops = {
+        p.decision.workload.name: p.topology
+        for p in placements
+        if p.topology and p.chosen and p.chosen.cluster == cluster
+    }
+    err_console.print(f"--cluster auto: {cluster}")
+    return cluster, place_gangs(obj, tops)
+
+
 def submit_cmd(
     pipeline: ManifestArg,
     param: Annotated[list[str] | None, typer.Option("-p", "--param", help="name=value")] = None,
-    cluster: ClusterOpt = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="cluster name from GANGWAY_CONFIG (default: ARGO_* env), or 'auto': the best "
+            "cluster for the pipeline's gangs (see `gangway explain`)"
+        ),
+    ] = None,
     namespace: NamespaceOpt = None,
     dry_run: DryRunOpt = False,
+    snapshot: SnapshotOpt = None,
+    gpu_type: GpuTypeOpt = None,
+    within: WithinOpt = None,
+    data_region: RegionOpt = None,
 ) -> None:
-    """Lint, create-or-update the WorkflowTemplate, and start a Workflow from it."""
+    """Lint, create-or-update the WorkflowTemplate, and start a Workflow from it.
+
+    With --cluster auto, Gangway first decides where the gangs go (admission and placement
+    over a snapshot of the clusters), prints the decision with the alternatives, writes the
+    chosen topology onto the gang's Volcano Job, and submits to that cluster."""
     from gangway.submission import submit_plan
 
     objs = load_manifests(pipeline)
     params = parse_params(param)
     _lint_or_fail(objs, params)
+    if cluster == "auto":
+        cluster, placed = _auto_cluster(pipeline, params, snapshot, gpu_type, within, data_region)
+        objs = [placed, *objs[1:]]
+    elif snapshot or gpu_type or within or data_region:
+        raise PermanentError(
+            "--snapshot, --gpu-type, --within and --data-region go with --cluster auto"
+        )
     if dry_run:
         plan = submit_plan(
             objs[0],

@@ -1,0 +1,216 @@
+"""Rendering admission and placement decisions, queues and "why pending" as tables: output
+only, no decisions here."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from gangway.admission import Verdict
+from gangway.placement import WEIGHTS, Placement
+from gangway.snapshot.model import ClusterState, Snapshot
+from gangway.why import GangWhy
+
+__all__ = ["render_placement", "render_queues", "render_snapshot", "render_why"]
+
+COLOURS = {
+    Verdict.ADMIT: "green",
+    Verdict.PREEMPT: "yellow",
+    Verdict.WAIT: "yellow",
+    Verdict.REJECT: "red",
+}
+
+
+def _verdict(v: Verdict) -> Text:
+    return Text(str(v), style=f"bold {COLOURS[v]}")
+
+
+def render_placement(p: Placement) -> Group:
+    """The decision, the ranked clusters with their reasons, evictions and topology."""
+    d = p.decision
+    w = d.workload
+    head = Text.assemble(
+        (f"{w.name}: ", "bold"),
+        _verdict(d.verdict),
+        f" — {w.shape()}, queue {w.queue}, priority class {w.priority_class}",
+    )
+    parts: list[Table | Text | Group] = [head]
+    for problem in d.problems:
+        parts.append(Text(f"  {problem}", style="red"))
+    if p.options:
+        parts.append(_options(p))
+    chosen = p.chosen
+    if chosen and chosen.decision.preemption:
+        plan = chosen.decision.preemption
+        parts.append(_evictions(chosen.cluster, plan))
+        if plan.note:
+            parts.append(Text(f"note: {plan.note}", style="yellow"))
+    if chosen and p.topology:
+        t = p.topology
+        hard = "hard: never wider" if t.hard else "soft: preferred"
+        where = f"within a {t.tier_name} (tier {t.tier}, {hard})" if t.tier else "anywhere"
+        model = f"; on nodes of {t.gpu_product}" if t.gpu_product else ""
+        parts.append(Text(f"placement on {chosen.cluster}: {where}{model}"))
+    return Group(*parts)
+
+
+def _options(p: Placement) -> Group:
+    t = Table(title="clusters, best first", header_style="bold", title_justify="left")
+    t.add_column("#", justify="right")
+    t.add_column("cluster", no_wrap=True)
+    t.add_column("verdict")
+    t.add_column("score", justify="right")
+    for k in WEIGHTS:
+        t.add_column(f"{k} ×{WEIGHTS[k]:.2f}", justify="right")
+    reasons = []
+    for i, o in enumerate(p.options, 1):
+        t.add_row(
+            str(i),
+            o.cluster,
+            _verdict(o.decision.verdict),
+            f"{o.score:.2f}",
+            *(f"{o.factors[k]:.2f}" for k in WEIGHTS),
+        )
+        why = "; ".join([o.decision.reason, *o.notes])
+        reasons.append(Text(f"  {i}. {o.cluster}: {why}"))
+    return Group(t, *reasons)
+
+
+def _evictions(cluster: str, plan: object) -> Table:
+    from gangway.preemption import Preemption
+
+    assert isinstance(plan, Preemption)
+    cost = "unknown" if plan.cost is None else f"{plan.cost:.1f} GPU-h"
+    t = Table(
+        title=f"would evict on {cluster} (whole gangs; lost work {cost})",
+        header_style="bold",
+        title_justify="left",
+    )
+    for col in ("gang", "queue", "priority", "pods", "rule", "lost GPU-h"):
+        t.add_column(col)
+    for v in plan.victims:
+        g = v.gang
+        lost = "unknown" if v.lost_gpu_hours is None else f"{v.lost_gpu_hours:.1f}"
+        shape = f"{g.pods} × {g.per_pod.gpus} {g.gpu_type or 'GPU'}"
+        t.add_row(g.name, g.queue, f"{g.priority_class} ({g.priority})", shape, v.rule, lost)
+    return t
+
+
+def _amount(key: str, n: int | None) -> str:
+    if n is None:
+        return "-"
+    if key == "cpu":
+        return f"{n / 1000:g}"
+    if key == "memory":
+        return f"{n / 2**40:g}Ti" if n >= 2**40 else f"{n / 2**30:g}Gi"
+    return str(n)
+
+
+def _tree(c: ClusterState) -> list[tuple[str, int]]:
+    """Queues parents first, each with its depth."""
+    out: list[tuple[str, int]] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for name, q in c.queues.items():
+            if (q.parent in (None, "root") and parent is None) or q.parent == parent:
+                if all(name != n for n, _ in out):
+                    out.append((name, depth))
+                    walk(name, depth + 1)
+
+    walk(None, 0)
+    return out + [(n, 0) for n in c.queues if all(n != m for m, _ in out)]
+
+
+def _queue_table(name: str, c: ClusterState) -> Table:
+    from gangway.capacity import ClusterView
+
+    view = ClusterView.of(name, c)
+    t = Table(title=f"{name} ({c.region}): queues", header_style="bold", title_justify="left")
+    t.add_column("queue", no_wrap=True)
+    t.add_column("run/wait", justify="right", no_wrap=True)
+    t.add_column("resource", no_wrap=True)
+    for col in ("used", "guarantee", "deserved", "capability"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for qname, depth in _tree(c):
+        q = c.queues[qname]
+        run = sum(1 for g in c.gangs if g.queue == qname and g.phase == "Running")
+        pend = sum(1 for g in c.gangs if g.queue == qname and g.phase == "Pending")
+        named = {*q.guarantee, *q.deserved, *q.capability, *view.usage.get(qname, {})}
+        keys = sorted(
+            k
+            for k in named
+            if k.startswith("gpu")
+            and (view.used(qname, k) or k in {*q.guarantee, *q.deserved, *q.capability})
+        )
+        rows = [*keys, *(k for k in ("cpu", "memory") if k in named)]
+        for i, key in enumerate(rows):
+            used = view.used(qname, key)
+            over = q.deserved.get(key) is not None and used > q.deserved[key]
+            t.add_row(
+                ("  " * depth + qname) if i == 0 else "",
+                f"{run}/{pend}" if i == 0 else "",
+                key,
+                Text(_amount(key, used), style="yellow" if over else ""),
+                _amount(key, q.guarantee.get(key)),
+                _amount(key, q.deserved.get(key)),
+                _amount(key, q.capability.get(key)),
+                end_section=i == len(rows) - 1,
+            )
+    return t
+
+
+def render_queues(snap: Snapshot, cluster: str | None) -> Group:
+    """Per cluster: each queue's usage against its guarantee, deserved share and capability."""
+    names = [cluster] if cluster else list(snap.clusters)
+    return Group(*(_queue_table(n, snap.clusters[n]) for n in names))
+
+
+def render_snapshot(snap: Snapshot) -> Table:
+    """One line a cluster and GPU model: nodes, GPUs free of allocatable, gangs."""
+    t = Table(
+        title=f"snapshot ({snap.source}) taken {snap.taken_at:%Y-%m-%d %H:%M %Z}",
+        header_style="bold",
+        title_justify="left",
+    )
+    for col in ("cluster", "region", "model", "nodes", "GPUs free", "gangs running", "pending"):
+        t.add_column(col)
+    for name, c in snap.clusters.items():
+        models = sorted({n.gpu_type or "(CPU)" for n in c.nodes}) or ["-"]
+        run = sum(1 for g in c.gangs if g.phase == "Running")
+        pend = len(c.gangs) - run
+        for i, m in enumerate(models):
+            nodes = [n for n in c.nodes if (n.gpu_type or "(CPU)") == m]
+            total = sum(n.allocatable.gpus for n in nodes)
+            free = sum(max(n.allocatable.gpus - n.allocated.gpus, 0) for n in nodes)
+            t.add_row(
+                name if i == 0 else "",
+                c.region if i == 0 else "",
+                m,
+                str(len(nodes)),
+                f"{free} / {total}",
+                str(run) if i == 0 else "",
+                str(pend) if i == 0 else "",
+            )
+    return t
+
+
+def render_why(workflow: str, cluster: str, gangs: list[GangWhy]) -> Group:
+    """Volcano's word and Gangway's decision for each gang of ``workflow``."""
+    parts: list[Table | Text | Group] = []
+    if not gangs:
+        parts.append(
+            Text(
+                f"{workflow}: no gang (Volcano Job) of this workflow in {cluster} yet — "
+                "its gang step has not started, or the workflow is in another namespace"
+            )
+        )
+    for g in gangs:
+        parts.append(Text(f"{g.job} ({g.step or 'gang'}): PodGroup {g.phase}", style="bold"))
+        for c in g.conditions:
+            parts.append(Text(f"  Volcano: {c.type}={c.status} {c.reason}: {c.message}"))
+        if g.phase == "Running":
+            parts.append(Text("  running: nothing to wait for", style="green"))
+        elif g.placement is not None:
+            parts.append(render_placement(g.placement))
+    return Group(*parts)
