@@ -113,10 +113,10 @@ def _tree(c: ClusterState) -> list[tuple[str, int]]:
 
     def walk(parent: str | None, depth: int) -> None:
         for name, q in c.queues.items():
-            if (q.parent in (None, "root") and parent is None) or q.parent == parent:
-                if all(name != n for n, _ in out):
-                    out.append((name, depth))
-                    walk(name, depth + 1)
+            top = q.parent in (None, "root") and parent is None
+            if (top or q.parent == parent) and all(name != n for n, _ in out):
+                out.append((name, depth))
+                walk(name, depth + 1)
 
     walk(None, 0)
     return out + [(n, 0) for n in c.queues if all(n != m for m, _ in out)]
@@ -137,12 +137,7 @@ def _queue_table(name: str, c: ClusterState) -> Table:
         run = sum(1 for g in c.gangs if g.queue == qname and g.phase == "Running")
         pend = sum(1 for g in c.gangs if g.queue == qname and g.phase == "Pending")
         named = {*q.guarantee, *q.deserved, *q.capability, *view.usage.get(qname, {})}
-        keys = sorted(
-            k
-            for k in named
-            if k.startswith("gpu")
-            and (view.used(qname, k) or k in {*q.guarantee, *q.deserved, *q.capability})
-        )
+        keys = sorted(k for k in named if k.startswith("gpu"))
         rows = [*keys, *(k for k in ("cpu", "memory") if k in named)]
         for i, key in enumerate(rows):
             used = view.used(qname, key)
