@@ -111,9 +111,15 @@ def over_capability(
     return out
 
 
-def _keeps_guarantee(view: ClusterView, taken: Sequence[Gang], gang: Gang) -> bool:
-    """Evicting ``gang`` after ``taken`` leaves every queue at or above its guarantee."""
+def _keeps_guarantee(view: ClusterView, queue: str, taken: Sequence[Gang], gang: Gang) -> bool:
+    """Reclaiming ``gang`` after ``taken`` leaves every queue at or above its guarantee (a
+    gang preempted within ``queue`` leaves the queue's usage to the preemptor)."""
+    if gang.queue == queue:
+        return True
+    mine = set(view.state.ancestors(queue))
     for q in view.state.ancestors(gang.queue):
+        if q in mine:  # a common parent keeps what moves between its children
+            continue
         guarantee = view.state.queues[q].guarantee
         for key, floor in guarantee.items():
             inside = view.state.subtree(q)
@@ -158,7 +164,7 @@ def plan_preemption(
     taken: list[Gang] = []
     found = None
     for g, _rule in ranked:
-        if not _keeps_guarantee(view, taken, g):
+        if not _keeps_guarantee(view, queue, [t for t in taken if t.queue != queue], g):
             continue
         taken.append(g)
         found = _fits(w, view, queue, taken)

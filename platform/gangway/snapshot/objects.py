@@ -170,12 +170,21 @@ def _gangs(
                     "gpu_type": gpu_type if per[2] else None,
                     "phase": "Running" if running else "Pending",
                     "placement": dict(placement) if running else {},
-                    "workflow": info.labels.get(WORKFLOW_LABEL),
+                    "workflow": info.labels.get(WORKFLOW_LABEL) or _label(mine, WORKFLOW_LABEL),
                     "started_at": info.created if running else None,
                 }
             )
         )
     return out
+
+
+def _label(pods: list[Mapping[str, Any]], key: str) -> str | None:
+    """``key``'s value on the first of ``pods`` that has it."""
+    for p in pods:
+        value = ((p.get("metadata") or {}).get("labels") or {}).get(key)
+        if value:
+            return str(value)
+    return None
 
 
 def cluster_from_objects(

@@ -1,0 +1,308 @@
+"""Admission and preemption decisions, scenario by scenario, over snapshots built in code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from gangway.admission import Verdict, admit
+from gangway.snapshot.build import ClusterBuilder, SnapshotBuilder
+from gangway.snapshot.model import Amount, Snapshot
+from gangway.workload import Workload
+
+
+def gang(pods: int, gpus: int = 8, **kw: object) -> Workload:
+    """A workload of ``pods`` pods × ``gpus`` H100 for team research (overridable)."""
+    base = Workload(
+        name="job",
+        pods=pods,
+        per_pod=Amount(cpu=8, memory="64Gi", gpus=gpus),
+        team="research",
+        gpu_type="H100" if gpus else None,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def cluster(
+    racks: int = 2, per_rack: int = 4, **queue: object
+) -> tuple[SnapshotBuilder, ClusterBuilder]:
+    b = (
+        SnapshotBuilder()
+        .priority("high", 1000)
+        .priority("low", 10)
+        .priority("critical", 100000, preempting=False)
+        .team("research", classes=["low", "high"], gpu_types=["H100"])
+        .team("evals", classes=["low", "high", "critical"])
+    )
+    c = b.cluster("c1").racks(racks, per_rack=per_rack)
+    c.queue("research", **queue)  # type: ignore[arg-type]
+    c.queue("evals")
+    return b, c
+
+
+@dataclass
+class Case:
+    id: str
+    snapshot: Callable[[], Snapshot]
+    workload: Workload
+    verdict: Verdict
+    says: list[str] = field(default_factory=list)
+    """Substrings of the reason (or of the problems, for a rejection)."""
+
+
+def _busy_racks() -> Snapshot:
+    """Rack r0: 3 of 4 nodes busy; rack r1: 1 of 4 — free in one rack at most 3."""
+    b, c = cluster(racks=2, per_rack=4)
+    c.running("a", queue="evals", pods=3, nodes=["c1-h100-000", "c1-h100-001", "c1-h100-002"])
+    c.running("b", queue="evals", pods=1, nodes=["c1-h100-004"])
+    return b.build()
+
+
+def _fragmented() -> Snapshot:
+    """Every node has 3 of 8 GPUs busy: 5 free each, never 8 — "largest now" in GPUs."""
+    b, c = cluster(racks=1, per_rack=2)
+    for i in range(2):
+        c.running(f"s{i}", queue="evals", pods=1, gpus=3, nodes=[f"c1-h100-00{i}"])
+    return b.build()
+
+
+def _low_gang_in_queue() -> Snapshot:
+    b, c = cluster(racks=1, per_rack=4)
+    c.running("old-low", queue="research", pods=2, priority_class="low", hours=4)
+    c.running("new-low", queue="research", pods=2, priority_class="low", hours=1)
+    return b.build()
+
+
+def _high_gang_in_queue() -> Snapshot:
+    b, c = cluster(racks=1, per_rack=2)
+    c.running("peer", queue="research", pods=2, priority_class="high")
+    return b.build()
+
+
+def _evals_over_deserved(guarantee: int) -> Callable[[], Snapshot]:
+    def build() -> Snapshot:
+        b = (
+            SnapshotBuilder()
+            .priority("low", 10)
+            .team("research", classes=["low"])
+            .team("evals", classes=["low"])
+        )
+        c = b.cluster("c1").racks(1, per_rack=4)
+        c.queue("research", deserved={"gpu": 16})
+        c.queue("evals", deserved={"gpu": 8}, guarantee={"gpu": guarantee})
+        c.running("e1", queue="evals", pods=2, priority_class="low")
+        c.running("e2", queue="evals", pods=2, priority_class="low")
+        return b.build()
+
+    return build
+
+
+def _simple() -> Snapshot:
+    return cluster()[0].build()
+
+
+CASES = [
+    Case("admit-when-a-rack-is-free", _simple, gang(4, within="rack"), Verdict.ADMIT, ["rack"]),
+    Case(
+        "reject-gang-larger-than-any-rack",
+        _simple,
+        gang(5, within="rack"),
+        Verdict.REJECT,
+        ["needs 5 pods of 8 × H100 in one rack; at most 4 ever fit"],
+    ),
+    Case(
+        "reject-pod-larger-than-any-node",
+        _simple,
+        gang(1, gpus=16),
+        Verdict.REJECT,
+        ["at most 0 ever fit"],
+    ),
+    Case(
+        "reject-unknown-team-names-the-field",
+        _simple,
+        gang(1, team="reserch", fields={"team": "metadata.labels.gangway.dev/team"}),
+        Verdict.REJECT,
+        ["metadata.labels.gangway.dev/team: no team 'reserch'"],
+    ),
+    Case(
+        "reject-priority-class-the-team-may-not-use",
+        _simple,
+        gang(1, priority_class="critical"),
+        Verdict.REJECT,
+        ["priority_class: team research may use low, high"],
+    ),
+    Case(
+        "reject-unknown-priority-class",
+        _simple,
+        gang(1, priority_class="urgent"),
+        Verdict.REJECT,
+        ["no priority class 'urgent'"],
+    ),
+    Case(
+        "reject-gpu-model-no-cluster-has",
+        _simple,
+        gang(1, gpu_type="B200"),
+        Verdict.REJECT,
+        ["gpu_type: no B200 GPUs in any cluster (H100)"],
+    ),
+    Case(
+        "reject-gpu-model-outside-the-team-quota",
+        lambda: cluster()[0].team("research", classes=["low"], gpu_types=["A100"]).build(),
+        gang(1),
+        Verdict.REJECT,
+        ["gpu_type: team research's quota names A100"],
+    ),
+    Case(
+        "reject-unknown-topology-tier",
+        _simple,
+        gang(1, within="row"),
+        Verdict.REJECT,
+        ["within: no topology tier 'row' (block, rack)"],
+    ),
+    Case(
+        "reject-an-empty-gang",
+        _simple,
+        gang(0),
+        Verdict.REJECT,
+        ["pods: 0 pods: a gang needs at least 1"],
+    ),
+    Case(
+        "reject-over-queue-capability",
+        lambda: cluster(capability={"gpu/H100": 16})[0].build(),
+        gang(3),
+        Verdict.REJECT,
+        ["needs 24 gpu/H100, more than queue research's capability (16)"],
+    ),
+    Case(
+        "wait-names-what-is-missing",
+        _busy_racks,
+        gang(4, within="rack"),
+        Verdict.WAIT,
+        ["waits for 4 pods of 8 × H100 free in one rack; largest now: 3"],
+    ),
+    Case(
+        "wait-when-gpus-are-fragmented",
+        _fragmented,
+        gang(1),
+        Verdict.WAIT,
+        ["waits for 1 pods of 8 × H100 free in the cluster; largest now: 0"],
+    ),
+    Case(
+        "wait-for-queue-capability",
+        lambda: _cap_full(),
+        gang(1),
+        Verdict.WAIT,
+        ["queue research holds 16 of its 16 gpu/H100 capability and the gang needs 8: waits for 8"],
+    ),
+    Case(
+        "preempt-lowest-priority-whole-gang",
+        _low_gang_in_queue,
+        gang(2, priority_class="high"),
+        Verdict.PREEMPT,
+        ["evicting new-low makes room"],
+    ),
+    Case(
+        "never-preempt-an-equal-priority-gang",
+        _high_gang_in_queue,
+        gang(1, priority_class="high"),
+        Verdict.WAIT,
+        [],
+    ),
+    Case(
+        "reclaim-from-a-queue-over-its-deserved-share",
+        _evals_over_deserved(guarantee=0),
+        gang(2, priority_class="low"),
+        Verdict.PREEMPT,
+        ["evicting e"],
+    ),
+    Case(
+        "never-reclaim-below-guarantee",
+        _evals_over_deserved(guarantee=32),
+        gang(2, priority_class="low"),
+        Verdict.WAIT,
+        [],
+    ),
+]
+
+
+def _cap_full() -> Snapshot:
+    b, c = cluster(capability={"gpu/H100": 16})
+    c.running("mine", queue="research", pods=2, priority_class="high")
+    return b.build()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_admission(case: Case) -> None:
+    d = admit(case.workload, case.snapshot())
+    assert d.verdict == case.verdict, d
+    text = d.reason
+    for s in case.says:
+        assert s in text, f"{s!r} not in {text!r}"
+    if case.verdict == Verdict.REJECT and d.problems:
+        assert all(p.field for p in d.problems)
+
+
+def test_preemption_takes_whole_gangs_and_says_what_they_lose() -> None:
+    b, c = cluster(racks=1, per_rack=4)
+    c.running("big-low", queue="research", pods=2, priority_class="low", checkpoint_hours_ago=2)
+    c.running("small-low", queue="research", pods=1, priority_class="low", checkpoint_hours_ago=1)
+    d = admit(gang(2, priority_class="high"), b.build())
+    assert d.verdict == Verdict.PREEMPT
+    plan = d.clusters[0].preemption
+    assert plan is not None
+    # One node is free; one more is needed: the cheaper whole gang goes (8 GPU-h, not 32).
+    assert [v.gang.name for v in plan.victims] == ["small-low"]
+    assert plan.victims[0].lost_gpu_hours == 8.0 and plan.cost == 8.0
+    assert plan.victims[0].rule == "preempt: same queue, priority 10 < 1000"
+    assert sum(plan.assignment.nodes.values()) == 2
+    # Needing 3 nodes, evicting the small gang is not enough: the big one goes whole, and
+    # the small one is pruned from the plan.
+    d = admit(gang(3, priority_class="high"), b.build())
+    plan = d.clusters[0].preemption
+    assert plan is not None and [v.gang.name for v in plan.victims] == ["big-low"]
+
+
+def test_a_non_preempting_class_waits_instead_of_evicting() -> None:
+    b, c = cluster(racks=1, per_rack=2)
+    c.queue("evals")
+    c.running("low", queue="evals", pods=2, priority_class="low")
+    d = admit(gang(1, team="evals", priority_class="critical"), b.build())
+    assert d.verdict == Verdict.WAIT and d.clusters[0].preemption is None
+
+
+def test_hard_topology_waits_where_volcano_would_not_preempt() -> None:
+    """Volcano's network-topology-aware scheduling (hard mode) does not preempt: the plan is
+    shown, the verdict stays wait."""
+    b, c = cluster(racks=1, per_rack=2)
+    c.running("low", queue="research", pods=2, priority_class="low")
+    d = admit(gang(2, priority_class="high", within="rack"), b.build())
+    assert d.verdict == Verdict.WAIT
+    plan = d.clusters[0].preemption
+    assert plan is not None and not plan.volcano_acts and "does not preempt" in (plan.note or "")
+
+
+def test_unknown_checkpoint_time_makes_the_cost_unknown() -> None:
+    b, c = cluster(racks=1, per_rack=2)
+    c.running("low", queue="research", pods=2, priority_class="low")
+    snap = b.build()
+    nocheck = snap.clusters["c1"].gangs[0].model_copy(update={"started_at": None})
+    snap = snap.model_copy(
+        update={"clusters": {"c1": snap.clusters["c1"].model_copy(update={"gangs": [nocheck]})}}
+    )
+    plan = admit(gang(2, priority_class="high"), snap).clusters[0].preemption
+    assert plan is not None and plan.cost is None
+
+
+def test_the_best_cluster_verdict_wins() -> None:
+    b, c = cluster(racks=1, per_rack=1)
+    c.running("x", queue="evals", pods=1)
+    c2 = b.cluster("c2", region="eu-west-1").racks(1, per_rack=1)
+    c2.queue("research")
+    c2.queue("evals")
+    d = admit(gang(1), b.build())
+    assert d.verdict == Verdict.ADMIT
+    assert {r.cluster: r.verdict for r in d.clusters} == {"c1": Verdict.WAIT, "c2": Verdict.ADMIT}
+    assert admit(gang(1), b.build(), cluster="c1").verdict == Verdict.WAIT
+    assert admit(gang(1), b.build(), cluster="nope").problems[0].field == "cluster"
