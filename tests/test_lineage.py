@@ -340,3 +340,22 @@ def _wait_for(probe: Any, proc: subprocess.Popen[str], timeout: float = 600) -> 
             raise AssertionError(f"the pipeline ended too early (exit {proc.returncode})")
         time.sleep(0.2)
     raise AssertionError("timed out waiting for the pipeline")
+
+
+@pytest.mark.e2e
+def test_last_checkpoint_times_come_from_lineage(
+    two_runs: tuple[Path, Run, Run], mlflow_server: str
+) -> None:
+    """What preemption would cost a running gang is the GPU time since its newest checkpoint:
+    Gangway reads when that was from the workflow's lineage."""
+    from datetime import UTC, datetime, timedelta
+
+    from mlflow.tracking import MlflowClient
+
+    from gangway.lineage.checkpoints import last_checkpoints
+
+    _, first, second = two_runs
+    marks = last_checkpoints(MlflowClient(tracking_uri=mlflow_server), [first.name, "nope"])
+    assert set(marks) == {first.name}
+    assert datetime.now(UTC) - timedelta(hours=2) < marks[first.name] <= datetime.now(UTC)
+    assert last_checkpoints(MlflowClient(tracking_uri=mlflow_server), []) == {}

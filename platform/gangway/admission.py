@@ -132,7 +132,7 @@ def _shape_problems(w: Workload, snap: Snapshot, allowed: list[str] | None) -> l
         out.append(
             Problem(w.path_of("per_pod"), "requests nothing: give each pod CPU, memory or GPUs")
         )
-    models = {n.gpu_type for c in snap.clusters.values() for n in c.nodes if n.gpu_type}
+    models = {t for v in views(snap).values() for t in v.types if t}
     if w.gpu_type and w.gpu_type not in models:
         out.append(
             Problem(w.path_of("gpu_type"), f"no {w.gpu_type} GPUs in any cluster ({_list(models)})")
@@ -177,8 +177,8 @@ def admit_in(
         q, k, cap = never[0]
         reason = f"needs {w.total(k)} {k}, more than queue {q}'s capability ({cap})"
         return ClusterDecision(name, Verdict.REJECT, reason)
-    ever = fit(view, w.per_pod, w.gpu_type, free=view.allocatable)
-    if assign(view, ever, w.pods, within=w.within) is None:
+    if view.ever(w.per_pod, w.gpu_type, w.pods, w.within) is None:
+        ever = fit(view, w.per_pod, w.gpu_type, free=view.allocatable)
         scope, most = _largest(view, ever, w.within)
         reason = f"needs {w.pods} pods of {what} in {scope}; at most {most} ever fit"
         return ClusterDecision(name, Verdict.REJECT, reason)

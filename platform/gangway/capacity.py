@@ -55,6 +55,62 @@ class ClusterView:
     domain_names: list[list[str]]
     usage: dict[str, dict[str, int]] = field(default_factory=dict)
     """Queue → quota key → what its running gangs (and its descendants') hold."""
+    gangs: dict[str, Gang] = field(default_factory=dict)
+    """Every gang by name, running or pending; :meth:`hold` and :meth:`release` keep it
+    current."""
+    pending: dict[str, int] = field(default_factory=dict)
+    """Queue → how many of its gangs are pending."""
+    running: dict[str, dict[int, dict[str, Gang]]] = field(default_factory=dict)
+    """Queue → priority → its running gangs of that priority by name (preemption's
+    candidates, lowest priority first)."""
+    index: dict[str, int] = field(default_factory=dict)
+    """Node name → its row."""
+    _tree: dict[str, tuple[list[str], set[str]]] = field(default_factory=dict)
+    _ever: dict[tuple[int, int, int, str | None, str | None, int], Assignment | None] = field(
+        default_factory=dict
+    )
+    _rows: dict[str, tuple[Ints, Ints]] = field(default_factory=dict)
+
+    def ancestors(self, queue: str) -> list[str]:
+        """``queue`` and its parents below ``root`` (cached: the hierarchy does not change)."""
+        return self._family(queue)[0]
+
+    def subtree(self, queue: str) -> set[str]:
+        """``queue`` and every queue below it (cached)."""
+        return self._family(queue)[1]
+
+    def _family(self, queue: str) -> tuple[list[str], set[str]]:
+        hit = self._tree.get(queue)
+        if hit is None:
+            hit = self._tree[queue] = (self.state.ancestors(queue), self.state.subtree(queue))
+        return hit
+
+    def ever(
+        self, per_pod: Amount, gpu_type: str | None, pods: int, within: str | None
+    ) -> Assignment | None:
+        """Where the gang would go on an empty cluster (cached: allocatable does not change)."""
+        key = (per_pod.cpu, per_pod.memory, per_pod.gpus, gpu_type, within, pods)
+        if key not in self._ever:
+            counts = fit(self, per_pod, gpu_type, free=self.allocatable)
+            self._ever[key] = assign(self, counts, pods, within=within)
+        return self._ever[key]
+
+    def ever_mask(self, per_pod: Amount, gpu_type: str | None) -> npt.NDArray[np.bool_]:
+        """The nodes a pod of this shape could ever run on."""
+        return fit(self, per_pod, gpu_type, free=self.allocatable) > 0
+
+    def rows(self, gang: Gang) -> tuple[Ints, Ints]:
+        """A running gang's node rows and what it holds on each: (rows, (k, 3) amounts)."""
+        hit = self._rows.get(gang.name)
+        if hit is None or len(hit[0]) != len(gang.placement):
+            idx = np.array(
+                [self.index[n] for n in gang.placement if n in self.index], dtype=np.int64
+            )
+            k = np.array([c for n, c in gang.placement.items() if n in self.index], dtype=np.int64)
+            p = gang.per_pod
+            shape = np.array((p.cpu, p.memory, p.gpus), dtype=np.int64)
+            hit = self._rows[gang.name] = (idx, k[:, None] * shape[None, :])
+        return hit
 
     @classmethod
     def of(cls, name: str, state: ClusterState) -> ClusterView:
@@ -91,14 +147,19 @@ class ClusterView:
             types=types,
             domains=domains,
             domain_names=names,
+            gangs={g.name: g for g in state.gangs},
         )
+        view.index = {n: i for i, n in enumerate(view.nodes)}
         for g in state.gangs:
             if g.phase == "Running":
                 view._count(g, +1)
+                view._run(g)
+            else:
+                view.pending[g.queue] = view.pending.get(g.queue, 0) + 1
         return view
 
     def _count(self, gang: Gang, sign: int) -> None:
-        for q in self.state.ancestors(gang.queue):
+        for q in self.ancestors(gang.queue):
             used = self.usage.setdefault(q, {})
             for key in quota_keys(gang.gpu_type, gang.per_pod.gpus):
                 used[key] = used.get(key, 0) + sign * gang.total(key)
@@ -106,22 +167,37 @@ class ClusterView:
     def used(self, queue: str, key: str) -> int:
         return self.usage.get(queue, {}).get(key, 0)
 
-    def hold(self, gang: Gang, placement: dict[int, int]) -> None:
-        """Gang ``gang`` starts with ``placement`` (node index → pods)."""
+    def hold(self, gang: Gang, placement: dict[int, int]) -> Gang:
+        """Gang ``gang`` starts with ``placement`` (node index → pods); the running gang."""
         self._move(gang, placement, -1)
+        running = gang.model_copy(
+            update={
+                "phase": "Running",
+                "placement": {self.nodes[i]: k for i, k in placement.items()},
+            }
+        )
+        before = self.gangs.get(gang.name)
+        if before is not None and before.phase == "Pending":
+            self.pending[gang.queue] -= 1
+        self.gangs[gang.name] = running
+        self._run(running)
+        return running
 
-    def release(self, gang: Gang, placement: dict[int, int]) -> None:
-        """Gang ``gang`` stops: its nodes and quota are free again."""
-        self._move(gang, placement, +1)
+    def _run(self, gang: Gang) -> None:
+        self.running.setdefault(gang.queue, {}).setdefault(gang.priority, {})[gang.name] = gang
+
+    def release(self, gang: Gang) -> None:
+        """Running gang ``gang`` stops (finished or evicted): its nodes and quota are free."""
+        self._move(gang, {self.index[n]: k for n, k in gang.placement.items()}, +1)
+        self.gangs.pop(gang.name, None)
+        self._rows.pop(gang.name, None)
+        self.running.get(gang.queue, {}).get(gang.priority, {}).pop(gang.name, None)
 
     def _move(self, gang: Gang, placement: dict[int, int], sign: int) -> None:
         p = gang.per_pod
         for i, k in placement.items():
             self.free[i] += sign * k * np.array((p.cpu, p.memory, p.gpus), dtype=np.int64)
         self._count(gang, -sign)
-
-    def node_index(self) -> dict[str, int]:
-        return {n: i for i, n in enumerate(self.nodes)}
 
     def has_type(self, gpu_type: str | None) -> bool:
         return gpu_type in self.types
@@ -133,10 +209,13 @@ def fit(
     """How many pods of shape ``per_pod`` each node can take now (``free``, default the
     view's) — only nodes of ``gpu_type`` when the pod wants GPUs of a given type."""
     room = view.free if free is None else free
-    want = np.array((per_pod.cpu, per_pod.memory, per_pod.gpus), dtype=np.int64)
-    with np.errstate(divide="ignore"):
-        per = np.where(want > 0, room // np.maximum(want, 1), UNLIMITED)
-    counts: Ints = per.min(axis=1)
+    counts: Ints | None = None
+    for col, want in enumerate((per_pod.cpu, per_pod.memory, per_pod.gpus)):
+        if want > 0:
+            c = room[:, col] // want
+            counts = c if counts is None else np.minimum(counts, c)
+    if counts is None:
+        counts = np.full(len(room), UNLIMITED, dtype=np.int64)
     if per_pod.gpus and gpu_type is not None:
         code = view.types.get(gpu_type)
         counts = np.where(view.gpu_type == code, counts, 0) if code is not None else counts * 0

@@ -94,7 +94,7 @@ def _score(w: Workload, view: ClusterView, d: ClusterDecision) -> Option:
     within = deserved is None or view.used(queue, key) + w.total(key) <= deserved
     if not within:
         notes.append(f"beyond queue {queue}'s deserved {key} ({deserved}): reclaimable")
-    pending = sum(1 for g in state.gangs if g.queue == queue and g.phase == "Pending")
+    pending = view.pending.get(queue, 0)
     if pending:
         notes.append(f"{pending} gang(s) already pending in {queue}")
     factors = {

@@ -20,14 +20,14 @@ when evicting would make room (:attr:`Preemption.volcano_acts` is False).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
 from gangway.capacity import Assignment, ClusterView, Ints, assign, fit, quota_keys
-from gangway.snapshot.model import Gang
+from gangway.snapshot.model import Gang, quota_key
 from gangway.workload import Workload
 
 __all__ = ["Preemption", "Victim", "lost_gpu_hours", "over_capability", "plan_preemption"]
@@ -70,27 +70,74 @@ def lost_gpu_hours(gang: Gang, now: datetime) -> float | None:
     return round(gang.per_pod.gpus * gang.pods * hours, 2)
 
 
-def _eligible(w: Workload, queue: str, priority: int, view: ClusterView, gang: Gang) -> str | None:
-    """The rule under which ``gang`` may be evicted for ``w``, or None."""
-    if gang.phase != "Running" or not gang.placement:
-        return None
-    if gang.queue == queue:
-        if gang.priority < priority:
-            return f"preempt: same queue, priority {gang.priority} < {priority}"
-        return None
-    q = view.state.queues.get(gang.queue)
-    if q is None or not q.reclaimable:
-        return None
+def _sources(w: Workload, queue: str, view: ClusterView) -> dict[str, dict[str, int]]:
+    """The queues victims may come from: ``queue`` itself (preempt), and — while ``queue``
+    stays within its deserved share — every reclaimable queue over its deserved share
+    (reclaim), each with the quota keys it is over by."""
+    out: dict[str, dict[str, int]] = {queue: {}}
     mine = view.state.queues.get(queue)
     for key in quota_keys(w.gpu_type, w.per_pod.gpus):
         deserved = mine.deserved.get(key) if mine is not None else None
         if deserved is not None and view.used(queue, key) + w.total(key) > deserved:
-            return None  # reclaim only up to the reclaiming queue's deserved share
-    for key in quota_keys(gang.gpu_type, gang.per_pod.gpus):
-        used = view.used(gang.queue, key)
-        if key in q.deserved and used > q.deserved[key]:
-            return f"reclaim: queue {gang.queue} uses {used} {key} > deserved {q.deserved[key]}"
-    return None
+            return out  # reclaim only up to the reclaiming queue's deserved share
+    for name in view.running:
+        q = view.state.queues.get(name)
+        if name == queue or q is None or not q.reclaimable:
+            continue
+        over = {k: view.used(name, k) for k, d in q.deserved.items() if view.used(name, k) > d}
+        if over:
+            out[name] = over
+    return out
+
+
+def _candidates(
+    w: Workload,
+    queue: str,
+    priority: int,
+    view: ClusterView,
+    now: datetime,
+    sources: dict[str, dict[str, int]],
+) -> Iterator[tuple[Gang, str]]:
+    """The running gangs that may be evicted for ``w`` (from ``sources``, :func:`_sources`)
+    with their rules: lowest priority first, then cheapest to lose, then by name — produced
+    lazily, one priority level at a time."""
+    levels = sorted(
+        {p for q in sources for p in view.running.get(q, {}) if q != queue or p < priority}
+    )
+    rules: dict[tuple[str, str | None, bool], str | None] = {}
+    for level in levels:
+        found = []
+        for q, over in sources.items():
+            if q == queue and level >= priority:
+                continue
+            for g in view.running.get(q, {}).get(level, {}).values():
+                key = (q, g.gpu_type, bool(g.per_pod.gpus))
+                if key not in rules:
+                    rules[key] = _rule(g, queue, priority, over, view)
+                rule = rules[key]
+                if rule and g.placement:
+                    found.append((lost_gpu_hours(g, now) or 0.0, g.name, g, rule))
+        found.sort(key=lambda x: (x[0], x[1]))
+        yield from ((g, rule) for _, _, g, rule in found)
+
+
+def _rule(
+    g: Gang, queue: str, priority: int, over: dict[str, int], view: ClusterView
+) -> str | None:
+    """Why gangs like ``g`` (its queue and GPU model) may be evicted, or None."""
+    if g.queue == queue:
+        return f"preempt: same queue, priority {g.priority} < {priority}"
+    hit = next((k for k in quota_keys(g.gpu_type, g.per_pod.gpus) if k in over), None)
+    if hit is None:
+        return None
+    limit = view.state.queues[g.queue].deserved[hit]
+    return f"reclaim: queue {g.queue} uses {over[hit]} {hit} > deserved {limit}"
+
+
+def _bound(w: Workload, view: ClusterView, sources: dict[str, dict[str, int]]) -> int:
+    """At most what evicting every candidate could give back of what ``w`` is short of."""
+    key = quota_key(w.gpu_type) if w.per_pod.gpus else "cpu"
+    return sum(view.used(q, key) for q in sources)
 
 
 def over_capability(
@@ -99,8 +146,8 @@ def over_capability(
     """``(queue, key, used, capability)`` for each queue (``queue`` and its parents) whose
     capability ``w`` would exceed once ``victims`` are gone."""
     out = []
-    for q in view.state.ancestors(queue):
-        inside = view.state.subtree(q)
+    for q in view.ancestors(queue):
+        inside = view.subtree(q)
         for key in quota_keys(w.gpu_type, w.per_pod.gpus):
             cap = view.state.queues[q].capability.get(key)
             if cap is None:
@@ -116,35 +163,42 @@ def _keeps_guarantee(view: ClusterView, queue: str, taken: Sequence[Gang], gang:
     gang preempted within ``queue`` leaves the queue's usage to the preemptor)."""
     if gang.queue == queue:
         return True
-    mine = set(view.state.ancestors(queue))
-    for q in view.state.ancestors(gang.queue):
+    mine = set(view.ancestors(queue))
+    for q in view.ancestors(gang.queue):
         if q in mine:  # a common parent keeps what moves between its children
             continue
         guarantee = view.state.queues[q].guarantee
         for key, floor in guarantee.items():
-            inside = view.state.subtree(q)
+            inside = view.subtree(q)
             gone = sum(g.total(key) for g in (*taken, gang) if g.queue in inside)
             if view.used(q, key) - gone < floor:
                 return False
     return True
 
 
-def _freed(view: ClusterView, victims: Sequence[Gang]) -> Ints:
-    free = view.free.copy()
-    index = view.node_index()
+def _freed(view: ClusterView, victims: Sequence[Gang], free: Ints | None = None) -> Ints:
+    """``free`` (default: the view's) with what ``victims`` hold given back."""
+    out = (view.free if free is None else free).copy()
     for g in victims:
-        shape = np.array((g.per_pod.cpu, g.per_pod.memory, g.per_pod.gpus), dtype=np.int64)
-        for node, k in g.placement.items():
-            if node in index:
-                free[index[node]] += k * shape
-    return free
+        rows, amounts = view.rows(g)
+        np.add.at(out, rows, amounts)
+    return out
 
 
-def _fits(w: Workload, view: ClusterView, queue: str, victims: Sequence[Gang]) -> Assignment | None:
+def _fits(
+    w: Workload, view: ClusterView, queue: str, victims: Sequence[Gang], free: Ints
+) -> Assignment | None:
+    """Where ``w`` goes once ``victims`` are gone (``free``: the nodes then), if anywhere."""
     if over_capability(w, view, queue, victims):
         return None
-    counts = fit(view, w.per_pod, w.gpu_type, free=_freed(view, victims))
-    return assign(view, counts, w.pods, within=w.within)
+    return assign(view, fit(view, w.per_pod, w.gpu_type, free=free), w.pods, within=w.within)
+
+
+def _amount(g: Gang, w: Workload) -> int:
+    """What evicting ``g`` gives back of what ``w`` is short of (its GPUs of the model, or CPU)."""
+    if not w.per_pod.gpus:
+        return g.per_pod.cpu * g.pods
+    return g.per_pod.gpus * g.pods if w.gpu_type in (None, g.gpu_type) else 0
 
 
 def plan_preemption(
@@ -152,31 +206,42 @@ def plan_preemption(
 ) -> Preemption | None:
     """The fewest whole gangs whose eviction lets ``w`` fit in ``view`` (see the module
     docstring for the rules), or None when no allowed set does."""
-    rules = {}
-    for g in view.state.gangs:
-        rule = _eligible(w, queue, priority, view, g)
-        if rule:
-            rules[g.name] = (g, rule)
-    ranked = sorted(
-        rules.values(),
-        key=lambda gr: (gr[0].priority, lost_gpu_hours(gr[0], now) or 0.0, gr[0].name),
-    )
+    col, need = (2, w.per_pod.gpus * w.pods) if w.per_pod.gpus else (0, w.per_pod.cpu * w.pods)
+    usable = view.ever_mask(w.per_pod, w.gpu_type)
+    room = int(view.free[usable, col].sum())
+    sources = _sources(w, queue, view)
+    if room + _bound(w, view, sources) < need:
+        return None  # even evicting every candidate would not free enough
+    rules: dict[str, str] = {}
     taken: list[Gang] = []
     found = None
-    for g, _rule in ranked:
+    free = view.free.copy()
+    check_at = need  # full checks at room ≥ need, then each time room grows by half again
+    for g, rule in _candidates(w, queue, priority, view, now, sources):
         if not _keeps_guarantee(view, queue, [t for t in taken if t.queue != queue], g):
             continue
         taken.append(g)
-        found = _fits(w, view, queue, taken)
+        rules[g.name] = rule
+        rows, amounts = view.rows(g)
+        np.add.at(free, rows, amounts)
+        room += _amount(g, w)
+        if room < check_at:
+            continue  # not enough freed yet, wherever it lands: skip the full check
+        found = _fits(w, view, queue, taken, free)
         if found:
             break
-    if not found:
+        check_at = room + max(need // 2, 1)
+    if found is None:
+        found = _fits(w, view, queue, taken, free) if taken and room >= need else None
+    if found is None:
         return None
     for g in reversed(list(taken)):  # keep only what is needed
+        if len(taken) == 1 or room - _amount(g, w) < need:
+            continue
         rest = [t for t in taken if t is not g]
-        again = _fits(w, view, queue, rest) if rest else None
+        again = _fits(w, view, queue, rest, _freed(view, rest))
         if again:
-            taken, found = rest, again
-    victims = tuple(Victim(g, rules[g.name][1], lost_gpu_hours(g, now)) for g in taken)
+            taken, found, room = rest, again, room - _amount(g, w)
+    victims = tuple(Victim(g, rules[g.name], lost_gpu_hours(g, now)) for g in taken)
     hard = w.within is not None
     return Preemption(victims, found, volcano_acts=not hard, note=HARD_TOPOLOGY if hard else None)

@@ -199,7 +199,6 @@ def submit_cmd(
 
     objs = load_manifests(pipeline)
     params = parse_params(param)
-    _lint_or_fail(objs, params)
     if cluster == "auto":
         cluster, placed = _auto_cluster(pipeline, params, snapshot, gpu_type, within, data_region)
         objs = [placed, *objs[1:]]
@@ -207,6 +206,7 @@ def submit_cmd(
         raise PermanentError(
             "--snapshot, --gpu-type, --within and --data-region go with --cluster auto"
         )
+    _lint_or_fail(objs, params)
     if dry_run:
         plan = submit_plan(
             objs[0],

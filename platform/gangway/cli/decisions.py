@@ -51,7 +51,9 @@ def render_placement(p: Placement) -> Group:
         hard = "hard: never wider" if t.hard else "soft: preferred"
         where = f"within a {t.tier_name} (tier {t.tier}, {hard})" if t.tier else "anywhere"
         model = f"; on nodes of {t.gpu_product}" if t.gpu_product else ""
-        parts.append(Text(f"placement on {chosen.cluster}: {where}{model}"))
+        now = chosen.decision.verdict in (Verdict.ADMIT, Verdict.PREEMPT)
+        lead = f"placement on {chosen.cluster}" if now else f"once admitted, on {chosen.cluster}"
+        parts.append(Text(f"{lead}: {where}{model}"))
     return Group(*parts)
 
 
