@@ -120,3 +120,28 @@ def test_files_and_functions_are_small() -> None:
     ]
     assert not long_files, f"over {MAX_FILE_LINES} lines: split by concept: {long_files}"
     assert not long_functions, f"over {MAX_FUNCTION_LINES} lines: name the stages: {long_functions}"
+
+
+PURE_DECISIONS = (
+    "gangway.admission",
+    "gangway.capacity",
+    "gangway.placement",
+    "gangway.preemption",
+    "gangway.why",
+    "gangway.snapshot.model",
+    "gangway.snapshot.objects",
+)
+IO = ("kubernetes", "mlflow", "boto3", "requests", "gangway.snapshot.live", "gangway.cluster")
+
+
+def test_decisions_are_pure_functions_over_a_snapshot() -> None:
+    """Admission, preemption and placement read a snapshot; only gangway.snapshot.live and
+    the CLI talk to a cluster."""
+    bad = [
+        f"{_module(p)} imports {mod}"
+        for p in CODE
+        if _module(p) in PURE_DECISIONS
+        for mod in _imports(p)
+        if any(mod == io or mod.startswith(io + ".") for io in IO)
+    ]
+    assert not bad, "; ".join(bad)

@@ -355,7 +355,8 @@ def test_last_checkpoint_times_come_from_lineage(
     from gangway.lineage.checkpoints import last_checkpoints
 
     _, first, second = two_runs
-    marks = last_checkpoints(MlflowClient(tracking_uri=mlflow_server), [first.name, "nope"])
-    assert set(marks) == {first.name}
+    client = MlflowClient(tracking_uri=mlflow_server)
+    marks = last_checkpoints(client, [first.name, second.name, "nope"])
+    assert set(marks) == {first.name, second.name}
     assert datetime.now(UTC) - timedelta(hours=2) < marks[first.name] <= datetime.now(UTC)
     assert last_checkpoints(MlflowClient(tracking_uri=mlflow_server), []) == {}

@@ -140,7 +140,7 @@ class PriorityClass(_Model):
     preemptible: bool = True
     """False renders ``preemptionPolicy: Never``: pods of this class wait for room instead of
     preempting others (Kubernetes' non-preempting class). It does not protect them from being
-    preempted: that is Volcano's ``volcano.sh/preemptable`` and Gangway's admission (#13)."""
+    preempted (see :mod:`gangway.preemption`)."""
     description: str = ""
 
 
