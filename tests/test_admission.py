@@ -155,6 +155,34 @@ CASES = [
         ["gpu_type: team research's quota names A100"],
     ),
     Case(
+        "reject-a-model-for-pods-that-want-no-gpus",
+        _simple,
+        gang(1, gpus=0, gpu_type="H100"),
+        Verdict.REJECT,
+        ["gpu_type: names GPU model H100 but the pods request no GPUs"],
+    ),
+    Case(
+        "reject-gpus-without-a-model-when-several-are-allowed",
+        lambda: _two_models(),
+        gang(1, gpu_type=None),
+        Verdict.REJECT,
+        ["gpu_type: the pods request GPUs: name the model (A100, H100)"],
+    ),
+    Case(
+        "the-team's-only-model-is-the-default",
+        _simple,
+        gang(1, gpu_type=None),
+        Verdict.ADMIT,
+        [],
+    ),
+    Case(
+        "a-misspelt-model-gets-a-hint",
+        _simple,
+        gang(1, gpu_type="h100"),
+        Verdict.REJECT,
+        ["no h100 GPUs in any cluster (H100) (did you mean 'H100'?)"],
+    ),
+    Case(
         "reject-unknown-topology-tier",
         _simple,
         gang(1, within="row"),
@@ -166,7 +194,7 @@ CASES = [
         _simple,
         gang(0),
         Verdict.REJECT,
-        ["pods: 0 pods: a gang needs at least 1"],
+        ["pods: 0 pods: a gang has 1 to 1,000,000"],
     ),
     Case(
         "reject-over-queue-capability",
@@ -225,6 +253,12 @@ CASES = [
         [],
     ),
 ]
+
+
+def _two_models() -> Snapshot:
+    b, c = cluster()
+    c.racks(1, per_rack=2, gpu_type="A100")
+    return b.team("research", classes=["low"], gpu_types=["A100", "H100"]).build()
 
 
 def _cap_full() -> Snapshot:
@@ -306,3 +340,24 @@ def test_the_best_cluster_verdict_wins() -> None:
     assert {r.cluster: r.verdict for r in d.clusters} == {"c1": Verdict.WAIT, "c2": Verdict.ADMIT}
     assert admit(gang(1), b.build(), cluster="c1").verdict == Verdict.WAIT
     assert admit(gang(1), b.build(), cluster="nope").problems[0].field == "cluster"
+
+
+def test_a_victim_whose_loss_is_unknown_goes_after_every_known_one() -> None:
+    b, c = cluster(racks=1, per_rack=2)
+    c.running("known-big", queue="research", pods=1, priority_class="low", checkpoint_hours_ago=9)
+    c.running("unknown", queue="research", pods=1, priority_class="low")
+    snap = b.build()
+    g = snap.clusters["c1"].gangs[1].model_copy(update={"started_at": None})
+    state = snap.clusters["c1"].model_copy(update={"gangs": [snap.clusters["c1"].gangs[0], g]})
+    snap = snap.model_copy(update={"clusters": {"c1": state}})
+    plan = admit(gang(1, priority_class="high"), snap).clusters[0].preemption
+    assert plan is not None and [v.gang.name for v in plan.victims] == ["known-big"]
+
+
+def test_deserved_is_judged_per_gpu_model_too() -> None:
+    from gangway.placement import place
+
+    b, _ = cluster(racks=1, per_rack=4, deserved={"gpu": 64, "gpu/H100": 8})
+    o = place(gang(2), b.build()).options[0]
+    assert o.factors["deserved"] == 0.0
+    assert any("beyond queue research's deserved gpu/H100 (8)" in n for n in o.notes)

@@ -36,7 +36,9 @@ def test_explain_a_gang_that_waits_shows_the_evictions_volcano_would_make() -> N
     more = gangway("explain", PIPE, "-p", "nodes=4", "-p", "gpus-per-node=8", "--snapshot",
                    "example", "--gpu-type", "H100")  # fmt: skip
     assert "train: wait" in more.stdout
-    assert "queue research holds 40 of its 64 gpu/H100 capability" in more.stdout
+    # research holds 40 of its 64 H100; its parent frontier 48 of 64: the larger shortfall.
+    assert "queue frontier holds 48 of its 64 gpu/H100 capability" in more.stdout
+    assert "waits for 16 to be released" in more.stdout
     assert "once admitted, on us-east" in more.stdout
 
 
@@ -86,14 +88,17 @@ def test_snapshot_show_and_a_live_read_without_a_cluster() -> None:
     # No kube contexts here: every cluster is left out with the reason, then one clear error.
     live = gangway("snapshot", "save", "-o", "/tmp/never-written.yaml")
     assert live.returncode in (1, 75), live.stderr
-    assert "no cluster could be read; pass --snapshot" in live.stderr
+    assert "no cluster could be read; check the kube contexts" in live.stderr
     assert "Traceback" not in live.stderr and not Path("/tmp/never-written.yaml").exists()
 
 
-def test_why_needs_a_cluster_or_a_snapshot() -> None:
-    res = gangway("why", "wf-abc", env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
-    assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert "ARGO_SERVER" in res.stderr or "--cluster NAME" in res.stderr
+def test_why_needs_the_cluster_it_runs_on() -> None:
+    for extra in ([], ["--snapshot", "example"]):
+        res = gangway("why", "wf-abc", *extra, env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+        assert res.returncode == 1 and "Traceback" not in res.stderr
+        assert "why: pass --cluster NAME, a cluster of the platform config" in res.stderr
+    res = gangway("why", "wf-abc", "--cluster", "us-east", "--snapshot", "example")
+    assert res.returncode == 1 and "cannot load kube context gangway-us-east" in res.stderr
 
 
 def test_submit_cluster_auto_dry_run_places_the_gang(tmp_path: Path) -> None:
@@ -124,6 +129,48 @@ def test_submit_cluster_auto_sends_nothing_when_no_cluster_can_ever_run_it() -> 
     assert res.returncode == 1
     assert "no cluster can ever run this; nothing was sent" in res.stderr
     assert res.stdout == ""
+
+
+def test_submit_cluster_auto_keeps_what_the_hard_topology_allows() -> None:
+    """--within block: hard at tier 2 (a block), even when a rack would do now."""
+    res = gangway(
+        "submit", PIPE, *GPUS, "--cluster", "auto", "--dry-run", "--snapshot", "example",
+        "--gpu-type", "H100", "--within", "block",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    template = next(d for d in yaml.safe_load_all(res.stdout) if d["kind"] == "WorkflowTemplate")
+    job = next(t for t in template["spec"]["templates"] if t.get("resource"))["resource"]
+    assert "mode: hard\n    highestTierAllowed: 2" in job["manifest"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["-p", "cluster=eu-west"], "-p cluster= and --cluster auto"),
+        (["-p", "gpus-per-node=0", "--gpu-type", "H100"], "the pods request no GPUs"),
+        (["--data-region", "us-east"], "not a region (eu-west-1, us-east-1); did you mean"),
+        (["--snapshot", ""], "--snapshot: empty"),
+    ],
+    ids=[
+        "cluster-parameter-too",
+        "model-without-gpus",
+        "cluster-name-for-region",
+        "empty-snapshot",
+    ],
+)
+def test_submit_cluster_auto_mistakes(args: list[str], says: str) -> None:
+    base = ["submit", PIPE, "-p", "nodes=2", "--cluster", "auto", "--dry-run"]
+    res = gangway(*base, *(["--snapshot", "example"] if "--snapshot" not in args else []), *args)
+    assert res.returncode == 1 and says in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def test_snapshot_save_refuses_an_output_that_is_not_a_file(tmp_path: Path) -> None:
+    res = gangway("snapshot", "save", "-o", str(tmp_path))
+    assert res.returncode == 1 and "not a regular file" in res.stderr
+    res = gangway("snapshot", "save", "-o", str(tmp_path / "no" / "s.yaml"))
+    assert res.returncode == 1 and "no directory" in res.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_placement_options_need_cluster_auto() -> None:

@@ -86,6 +86,45 @@ def test_the_example_matches_the_example_config() -> None:
             "less than its gangs' pods hold",
             id="node-holds-less-than-its-gangs",
         ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["nodes"][7].update(allocated={"gpus": 16}),
+            "clusters.us-east.nodes[7].allocated: more than its allocatable",
+            id="node-allocated-beyond-allocatable",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["queues"]["frontier"].update(parent="research"),
+            "clusters.us-east.queues.frontier.parent: 'research' is below it (a cycle)",
+            id="queue-parent-cycle",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["nodes"][0]["allocatable"].update(gpus=True),
+            "clusters.us-east.nodes.0.allocatable.gpus",
+            id="gpus-a-boolean",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["nodes"][0]["allocatable"].update(
+                memory=float("inf")
+            ),
+            "clusters.us-east.nodes.0.allocatable.memory",
+            id="memory-infinite",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["nodes"][0]["allocatable"].update(memory="1e30"),
+            "larger than any real amount",
+            id="memory-absurd",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["gangs"][0].update(
+                last_checkpoint_at="2027-01-01T00:00:00Z"
+            ),
+            "gangs[0].last_checkpoint_at: after the snapshot was taken",
+            id="checkpoint-in-the-future",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["nodes"][0].update(gpu_type=""),
+            "clusters.us-east.nodes.0.gpu_type",
+            id="empty-gpu-model",
+        ),
     ],
 )
 def test_a_bad_snapshot_file_names_every_field(tmp_path: Path, edit: Any, says: str) -> None:
@@ -96,6 +135,18 @@ def test_a_bad_snapshot_file_names_every_field(tmp_path: Path, edit: Any, says: 
     with pytest.raises(PermanentError) as e:
         load_snapshot(path)
     assert says in str(e.value) and str(path) in str(e.value)
+
+
+def test_a_time_without_a_zone_is_utc(tmp_path: Path) -> None:
+    doc = yaml.safe_load(EXAMPLE_SNAPSHOT.read_text())
+    doc["taken_at"] = "2026-12-01 12:00:00"
+    doc["clusters"]["us-east"]["gangs"][0]["started_at"] = "2026-12-01 06:00:00"
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    snap = load_snapshot(p)
+    assert snap.taken_at.utcoffset() is not None
+    gang = snap.clusters["us-east"].gangs[0]
+    assert gang.started_at is not None and gang.started_at.utcoffset() is not None
 
 
 def test_unreadable_snapshot_files_are_one_line_errors(tmp_path: Path) -> None:
@@ -179,6 +230,8 @@ def test_why_a_pending_gang_waits_says_volcano_and_gangway() -> None:
     assert d.verdict == Verdict.PREEMPT
     plan = g.placement.options[0].decision.preemption
     assert plan is not None and [v.gang.workflow for v in plan.victims] == ["wf-ft"]
+    # The pending gang is not counted as queued ahead of itself.
+    assert not any("pending" in n for o in g.placement.options for n in o.notes)
     assert why_pending("wf-other", _objects(), snap, cluster="eu-west") == []
 
 

@@ -31,7 +31,19 @@ from gangway.preemption import Preemption, over_capability, plan_preemption
 from gangway.snapshot.model import Snapshot
 from gangway.workload import Workload
 
-__all__ = ["ClusterDecision", "Decision", "Problem", "Verdict", "admit", "admit_in", "views"]
+__all__ = [
+    "MAX_PODS",
+    "ClusterDecision",
+    "Decision",
+    "Problem",
+    "Verdict",
+    "admit",
+    "admit_in",
+    "amount",
+    "views",
+]
+
+MAX_PODS = 1_000_000
 
 
 class Verdict(IntEnum):
@@ -118,33 +130,71 @@ def _resolve(w: Workload, snap: Snapshot) -> tuple[Workload, list[Problem]]:
             Problem(w.path_of("priority_class"), f"no priority class {cls!r} ({known})")
         )
     elif cls and team and cls not in team.priority_classes:
-        allowed = ", ".join(team.priority_classes)
-        problems.append(Problem(w.path_of("priority_class"), f"team {w.team} may use {allowed}"))
-    return w, problems + _shape_problems(w, snap, team.gpu_types if team else None)
+        may = ", ".join(team.priority_classes)
+        problems.append(Problem(w.path_of("priority_class"), f"team {w.team} may use {may}"))
+    w, wrong_model = _model(w, snap, team.gpu_types if team else None)
+    return w, problems + wrong_model + _shape_problems(w, snap)
 
 
-def _shape_problems(w: Workload, snap: Snapshot, allowed: list[str] | None) -> list[Problem]:
+def _shape_problems(w: Workload, snap: Snapshot) -> list[Problem]:
     out = []
-    if w.pods < 1:
-        out.append(Problem(w.path_of("pods"), f"{w.pods} pods: a gang needs at least 1"))
+    if not 1 <= w.pods <= MAX_PODS:
+        out.append(Problem(w.path_of("pods"), f"{w.pods} pods: a gang has 1 to {MAX_PODS:,}"))
     p = w.per_pod
     if not (p.cpu or p.memory or p.gpus):
         out.append(
             Problem(w.path_of("per_pod"), "requests nothing: give each pod CPU, memory or GPUs")
         )
-    models = {t for v in views(snap).values() for t in v.types if t}
-    if w.gpu_type and w.gpu_type not in models:
-        out.append(
-            Problem(w.path_of("gpu_type"), f"no {w.gpu_type} GPUs in any cluster ({_list(models)})")
-        )
-    elif w.gpu_type and p.gpus and allowed is not None and w.gpu_type not in allowed:
-        out.append(
-            Problem(w.path_of("gpu_type"), f"team {w.team}'s quota names {_list(set(allowed))}")
-        )
     tiers = {t for c in snap.clusters.values() for t in c.tiers}
     if w.within and w.within not in tiers:
-        out.append(Problem(w.path_of("within"), f"no topology tier {w.within!r} ({_list(tiers)})"))
+        out.append(
+            Problem(
+                w.path_of("within"),
+                f"no topology tier {w.within!r} ({_list(tiers)}){_near(w.within, tiers)}",
+            )
+        )
     return out
+
+
+def _model(
+    w: Workload, snap: Snapshot, allowed: list[str] | None
+) -> tuple[Workload, list[Problem]]:
+    """``w`` with its GPU model resolved (the team's only one, when it names none), or what is
+    wrong with the model it names."""
+    where = w.path_of("gpu_type")
+    models = {t for v in views(snap).values() for t in v.types if t}
+    usable = models & set(allowed) if allowed is not None else models
+    if w.gpu_type and not w.per_pod.gpus:
+        why = f"names GPU model {w.gpu_type} but the pods request no GPUs"
+        return w, [Problem(where, f"{why} ({w.path_of('per_pod')}): request GPUs or drop it")]
+    if w.gpu_type and w.gpu_type not in models:
+        near = _near(w.gpu_type, models)
+        return w, [Problem(where, f"no {w.gpu_type} GPUs in any cluster ({_list(models)}){near}")]
+    if w.gpu_type and allowed is not None and w.gpu_type not in allowed:
+        return w, [Problem(where, f"team {w.team}'s quota names {_list(set(allowed))}")]
+    if w.per_pod.gpus and not w.gpu_type:
+        if len(usable) == 1:
+            return replace(w, gpu_type=next(iter(usable))), []
+        return w, [Problem(where, f"the pods request GPUs: name the model ({_list(usable)})")]
+    return w, []
+
+
+def _near(name: str, known: set[str]) -> str:
+    """`` (did you mean 'X'?)`` for a near or differently-cased name, else nothing."""
+    import difflib
+
+    same = [k for k in known if k.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def amount(key: str, n: int) -> str:
+    """An amount of quota key ``key`` as people write it: cores, ``Gi``/``Ti``, devices."""
+    if key == "cpu":
+        return f"{n / 1000:g}"
+    if key == "memory":
+        return f"{n / 2**40:g}Ti" if n >= 2**40 else f"{n / 2**30:g}Gi"
+    return str(n)
 
 
 def _list(names: set[str]) -> str:
@@ -175,7 +225,8 @@ def admit_in(
     never = [(q, k, cap) for q, k, _used, cap in over_capability(w, _empty(view), queue)]
     if never:
         q, k, cap = never[0]
-        reason = f"needs {w.total(k)} {k}, more than queue {q}'s capability ({cap})"
+        need = amount(k, w.total(k))
+        reason = f"needs {need} {k}, more than queue {q}'s capability ({amount(k, cap)})"
         return ClusterDecision(name, Verdict.REJECT, reason)
     if view.ever(w.per_pod, w.gpu_type, w.pods, w.within) is None:
         ever = fit(view, w.per_pod, w.gpu_type, free=view.allocatable)
@@ -194,11 +245,11 @@ def admit_in(
             name, Verdict.PREEMPT, f"evicting {gangs} makes room", plan.assignment, plan
         )
     if over:
-        q, k, used, cap = over[0]
+        q, k, used, cap = max(over, key=lambda o: o[2] + w.total(o[1]) - o[3])
         short = used + w.total(k) - cap
         reason = (
-            f"queue {q} holds {used} of its {cap} {k} capability and the gang needs "
-            f"{w.total(k)}: waits for {short} to be released"
+            f"queue {q} holds {amount(k, used)} of its {amount(k, cap)} {k} capability and "
+            f"the gang needs {amount(k, w.total(k))}: waits for {amount(k, short)} to be released"
         )
     else:
         scope, most = _largest(view, counts, w.within)

@@ -15,16 +15,16 @@ score in [0, 1], the weighted sum of:
 
 Inside the chosen cluster the domain is :func:`gangway.capacity.assign`'s (closest tier that
 holds the whole gang, best fit); :attr:`Placement.topology` is what goes on the Volcano Job:
-``networkTopology`` with that tier as ``highestTierAllowed`` (``hard`` when the workload must
-stay within a tier, ``soft`` otherwise), and the model's node selector for that cluster.
+``networkTopology`` — ``hard`` at the tier the workload must stay within, else ``soft`` at the
+tier of the domain that fits now — and the model's node selector for that cluster.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gangway.admission import ClusterDecision, Decision, Verdict, admit, views
-from gangway.capacity import ClusterView, fit
+from gangway.admission import ClusterDecision, Decision, Verdict, admit, amount, views
+from gangway.capacity import ClusterView, fit, quota_keys
 from gangway.snapshot.model import Snapshot
 from gangway.workload import Workload
 
@@ -89,12 +89,19 @@ def _score(w: Workload, view: ClusterView, d: ClusterDecision) -> Option:
         locality = 0.0
         notes.append(f"data in {w.data_region}, cluster in {state.region}: cross-region egress")
     q = state.queues.get(queue)
-    key = "gpu" if w.per_pod.gpus else "cpu"
-    deserved = q.deserved.get(key) if q else None
-    within = deserved is None or view.used(queue, key) + w.total(key) <= deserved
-    if not within:
-        notes.append(f"beyond queue {queue}'s deserved {key} ({deserved}): reclaimable")
-    pending = view.pending.get(queue, 0)
+    beyond = [
+        (k, share)
+        for k in quota_keys(w.gpu_type, w.per_pod.gpus)
+        if q is not None
+        and (share := q.deserved.get(k)) is not None
+        and view.used(queue, k) + w.total(k) > share
+    ]
+    within = not beyond
+    for k, share in beyond[:1]:
+        notes.append(f"beyond queue {queue}'s deserved {k} ({amount(k, share)}): reclaimable")
+    me = view.gangs.get(w.name)
+    itself = 1 if me is not None and me.phase == "Pending" and me.queue == queue else 0
+    pending = view.pending.get(queue, 0) - itself
     if pending:
         notes.append(f"{pending} gang(s) already pending in {queue}")
     factors = {
@@ -127,9 +134,10 @@ def _topology(w: Workload, snapshot: Snapshot, best: Option | None) -> Topology 
         return None
     state = snapshot.clusters[best.cluster]
     a = best.decision.assignment
-    tier = state.tiers.index(a.tier) + 1 if a and a.tier else None
-    if tier is None and w.within:
-        tier = state.tiers.index(w.within) + 1
+    if w.within:  # hard: never wider than asked (the chosen domain may be closer still)
+        tier: int | None = state.tiers.index(w.within) + 1
+    else:  # soft: prefer what fits now
+        tier = state.tiers.index(a.tier) + 1 if a and a.tier else None
     product = state.gpu_products.get(w.gpu_type, w.gpu_type) if w.gpu_type else None
     name = state.tiers[tier - 1] if tier else None
     return Topology(tier=tier, tier_name=name, hard=w.within is not None, gpu_product=product)

@@ -11,7 +11,8 @@ would cost — following Volcano's rules:
   waits instead of evicting anyone.
 
 Victims are taken lowest priority first, then cheapest (GPU-hours lost since their last
-checkpoint, from lineage when known), then the set is pruned to what is needed.
+checkpoint, from lineage when known; an unknown loss after every known one), then the set is
+pruned to what is needed.
 
 Where Volcano differs, the plan says so rather than pretending: its network-topology-aware
 scheduling in ``hard`` mode does not preempt, so a gang that must stay within a tier waits even
@@ -116,8 +117,9 @@ def _candidates(
                     rules[key] = _rule(g, queue, priority, over, view)
                 rule = rules[key]
                 if rule and g.placement:
-                    found.append((lost_gpu_hours(g, now) or 0.0, g.name, g, rule))
-        found.sort(key=lambda x: (x[0], x[1]))
+                    lost = lost_gpu_hours(g, now)
+                    found.append(((lost is None, lost or 0.0), g.name, g, rule))
+        found.sort(key=lambda x: (x[0], x[1]))  # unknown losses last: never assume them small
         yield from ((g, rule) for _, _, g, rule in found)
 
 

@@ -55,7 +55,7 @@ def why_pending(
         if phase != "Running" and state is not None:
             w = workload_of_job(
                 job,
-                name=name,
+                name=group.name if group else name,  # as the snapshot knows the gang
                 team=None,
                 gpu_products=state.gpu_products,
                 tiers=state.tiers,

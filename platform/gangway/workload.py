@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from gangway.errors import PermanentError
 from gangway.snapshot.model import Amount
 
@@ -70,6 +72,7 @@ def workload_of_job(
     team: str | None,
     gpu_products: Mapping[str, str] | None = None,
     tiers: list[str] | None = None,
+    fields: Mapping[str, str] | None = None,
 ) -> Workload:
     """The workload of a Volcano Job manifest: its pods (every task, each pod sized as the
     largest task's), queue, priority class, the GPU model its node selector asks for
@@ -83,7 +86,12 @@ def workload_of_job(
     within = None
     if d.highest_tier is not None and tiers and 1 <= d.highest_tier <= len(tiers):
         within = tiers[d.highest_tier - 1]
-    per_pod = Amount(cpu=f"{d.cpu_millis}m", memory=d.memory, gpus=d.gpus)
+    try:
+        per_pod = Amount(cpu=f"{d.cpu_millis}m", memory=d.memory, gpus=d.gpus)
+    except ValidationError as e:
+        where = (fields or {}).get("per_pod", "the pods' requests")
+        problem = "; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors())
+        raise PermanentError(f"{where}: {problem}") from None
     return Workload(
         name=name,
         pods=d.pods,
@@ -94,16 +102,22 @@ def workload_of_job(
         gpu_type=gpu_type,
         within=within,
         namespace=d.namespace or "default",
+        fields=dict(fields or {}),
     )
 
 
 def gang_workloads(
-    obj: Mapping[str, Any], values: Mapping[str, str], *, data_region: str | None = None
+    obj: Mapping[str, Any],
+    values: Mapping[str, str],
+    *,
+    data_region: str | None = None,
+    gpu_products: Mapping[str, str] | None = None,
 ) -> list[Workload]:
     """The gangs a pipeline (a compiled Workflow or WorkflowTemplate) would create with the
     parameter ``values``: each gang step's Job, filled as Argo would fill it, as a workload
     named after its task. Values only a run knows (another task's outputs) stay blank. Errors
-    about a workload name the ``-p`` parameter (or label) that sets the field."""
+    about a workload name the ``-p`` parameter (or label) that sets the field. A Job that
+    already selects a GPU product is read back as the model ``gpu_products`` maps it from."""
     from gangway.argo.scope import parameter_values, workflow_scope, workflow_spec
     from gangway.contract import PRIORITY_CLASS_PARAM, QUEUE_LABEL, TEAM_LABEL
     from gangway.lint.values import with_values
@@ -130,15 +144,10 @@ def gang_workloads(
             "gpu_type": "--gpu-type",
             "within": "--within",
         }
-        w = workload_of_job(job, name=task, team=labels.get(TEAM_LABEL))
-        out.append(
-            replace(
-                w,
-                queue=w.queue or labels.get(QUEUE_LABEL),
-                data_region=data_region,
-                fields=fields,
-            )
+        w = workload_of_job(
+            job, name=task, team=labels.get(TEAM_LABEL), gpu_products=gpu_products, fields=fields
         )
+        out.append(replace(w, queue=w.queue or labels.get(QUEUE_LABEL), data_region=data_region))
     return out
 
 
@@ -191,9 +200,12 @@ def region_of(uris: Iterable[str], buckets: Mapping[str, str]) -> str | None:
     return None
 
 
-def place_gangs(obj: Mapping[str, Any], topologies: Mapping[str, Any]) -> dict[str, Any]:
+def place_gangs(
+    obj: Mapping[str, Any], topologies: Mapping[str, Any], *, every: Any = None
+) -> dict[str, Any]:
     """A copy of the pipeline ``obj`` whose gang steps carry their placement: ``topologies``
-    maps a gang task's name to its :class:`gangway.placement.Topology`."""
+    maps a gang task's name to its :class:`gangway.placement.Topology` (``every``: the one for
+    the tasks it does not name)."""
     import copy
 
     from gangway.argo.scope import workflow_spec
@@ -204,7 +216,7 @@ def place_gangs(obj: Mapping[str, Any], topologies: Mapping[str, Any]) -> dict[s
     templates = {t.get("name"): t for t in spec.get("templates") or []}
     for t in list(templates.values()):
         for task in (t.get("dag") or {}).get("tasks") or []:
-            topo = topologies.get(str(task.get("name")))
+            topo = topologies.get(str(task.get("name")), every)
             resource = (templates.get(task.get("template")) or {}).get("resource")
             if topo is None or not resource or not resource.get("manifest"):
                 continue

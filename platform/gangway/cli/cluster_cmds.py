@@ -99,16 +99,18 @@ def _link_mlflow(plan: Any, mlflow_url: str | None, *, create: bool) -> Any:
 def _provenance(
     pipeline: Path, obj: dict[str, Any], params: dict[str, str], cluster: str
 ) -> dict[str, str]:
-    """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own), and
-    the artifact bucket of the cluster's region as ``storage-root`` unless given."""
+    """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own git-sha),
+    and the artifact bucket of the cluster's region as ``storage-root`` unless given."""
     from gangway.compiler import declared_parameters
     from gangway.config import load_config
     from gangway.provenance import provenance_params
 
-    if pipeline.suffix != ".py":
-        return {}
     declared = declared_parameters(obj)
-    out = provenance_params(pipeline, declared, params, cluster=cluster)
+    if pipeline.suffix == ".py":
+        out = provenance_params(pipeline, declared, params, cluster=cluster)
+    else:  # compiled YAML carries its own git-sha; the cluster is known only now
+        named = cluster != "env" and "cluster" in declared and "cluster" not in params
+        out = {"cluster": cluster} if named else {}
     cfg = load_config()
     if cluster in cfg.clusters and "storage-root" in declared and "storage-root" not in params:
         out["storage-root"] = cfg.storage.buckets[cfg.clusters[cluster].region]
@@ -140,7 +142,7 @@ def _auto_cluster(
 ) -> tuple[str, dict[str, Any]]:
     """``--cluster auto``: the best cluster for the pipeline's gangs and the pipeline with
     their placement written on; the decision goes to stderr. A rejection sends nothing."""
-    from gangway.cli.decisions import render_placement
+    from gangway.cli.decisions import render_placement, render_source
     from gangway.cli.scheduling import decide_pipeline, read_snapshot
     from gangway.workload import place_gangs
 
@@ -148,6 +150,7 @@ def _auto_cluster(
     obj, placements = decide_pipeline(
         pipeline, params, snap, gpu_type=gpu_type, within=within, data_region=data_region
     )
+    err_console.print(render_source(snap))
     for p in placements:
         err_console.print(render_placement(p))
     chosen = [p.chosen for p in placements]
@@ -199,7 +202,12 @@ def submit_cmd(
 
     objs = load_manifests(pipeline)
     params = parse_params(param)
-    if cluster == "auto":
+    if cluster is not None and cluster.lower() == "auto":
+        if "cluster" in params:
+            raise PermanentError(
+                "-p cluster= and --cluster auto: let auto choose, or name the cluster with "
+                "--cluster NAME"
+            )
         cluster, placed = _auto_cluster(pipeline, params, snapshot, gpu_type, within, data_region)
         objs = [placed, *objs[1:]]
     elif snapshot or gpu_type or within or data_region:

@@ -7,12 +7,18 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gangway.admission import Verdict
+from gangway.admission import Verdict, amount
 from gangway.placement import WEIGHTS, Placement
 from gangway.snapshot.model import ClusterState, Snapshot
 from gangway.why import GangWhy
 
-__all__ = ["render_placement", "render_queues", "render_snapshot", "render_why"]
+__all__ = [
+    "render_placement",
+    "render_queues",
+    "render_snapshot",
+    "render_source",
+    "render_why",
+]
 
 COLOURS = {
     Verdict.ADMIT: "green",
@@ -24,6 +30,15 @@ COLOURS = {
 
 def _verdict(v: Verdict) -> Text:
     return Text(str(v), style=f"bold {COLOURS[v]}")
+
+
+def render_source(snap: Snapshot) -> Text:
+    """Which snapshot a decision was made over."""
+    return Text(
+        f"over the {snap.source} snapshot of {', '.join(snap.clusters)} taken "
+        f"{snap.taken_at:%Y-%m-%d %H:%M %Z}",
+        style="dim",
+    )
 
 
 def render_placement(p: Placement) -> Group:
@@ -49,11 +64,13 @@ def render_placement(p: Placement) -> Group:
     if chosen and p.topology:
         t = p.topology
         hard = "hard: never wider" if t.hard else "soft: preferred"
-        where = f"within a {t.tier_name} (tier {t.tier}, {hard})" if t.tier else "anywhere"
+        where = f"within one {t.tier_name} (tier {t.tier}, {hard})" if t.tier else "anywhere"
+        a = chosen.decision.assignment
+        domain = f", now {a.tier} {a.domain}" if a and a.tier else ""
         model = f"; on nodes of {t.gpu_product}" if t.gpu_product else ""
         now = chosen.decision.verdict in (Verdict.ADMIT, Verdict.PREEMPT)
         lead = f"placement on {chosen.cluster}" if now else f"once admitted, on {chosen.cluster}"
-        parts.append(Text(f"{lead}: {where}{model}"))
+        parts.append(Text(f"{lead}: {where}{domain}{model}"))
     return Group(*parts)
 
 
@@ -67,12 +84,13 @@ def _options(p: Placement) -> Group:
         t.add_column(f"{k} ×{WEIGHTS[k]:.2f}", justify="right")
     reasons = []
     for i, o in enumerate(p.options, 1):
+        rejected = o.decision.verdict == Verdict.REJECT
         t.add_row(
             str(i),
-            o.cluster,
+            Text(o.cluster),
             _verdict(o.decision.verdict),
-            f"{o.score:.2f}",
-            *(f"{o.factors[k]:.2f}" for k in WEIGHTS),
+            "-" if rejected else f"{o.score:.2f}",
+            *("-" if rejected else f"{o.factors[k]:.2f}" for k in WEIGHTS),
         )
         why = "; ".join([o.decision.reason, *o.notes])
         reasons.append(Text(f"  {i}. {o.cluster}: {why}"))
@@ -84,8 +102,13 @@ def _evictions(cluster: str, plan: object) -> Table:
 
     assert isinstance(plan, Preemption)
     cost = "unknown" if plan.cost is None else f"{plan.cost:.1f} GPU-h"
+    title = (
+        f"would evict on {cluster} (whole gangs; lost work {cost})"
+        if plan.volcano_acts
+        else f"evicting these on {cluster} would make room, but Volcano will not (see the note)"
+    )
     t = Table(
-        title=f"would evict on {cluster} (whole gangs; lost work {cost})",
+        title=title,
         header_style="bold",
         title_justify="left",
     )
@@ -95,18 +118,13 @@ def _evictions(cluster: str, plan: object) -> Table:
         g = v.gang
         lost = "unknown" if v.lost_gpu_hours is None else f"{v.lost_gpu_hours:.1f}"
         shape = f"{g.pods} × {g.per_pod.gpus} {g.gpu_type or 'GPU'}"
-        t.add_row(g.name, g.queue, f"{g.priority_class} ({g.priority})", shape, v.rule, lost)
+        cells = (g.name, g.queue, f"{g.priority_class} ({g.priority})", shape, v.rule, lost)
+        t.add_row(*(Text(c) for c in cells))
     return t
 
 
 def _amount(key: str, n: int | None) -> str:
-    if n is None:
-        return "-"
-    if key == "cpu":
-        return f"{n / 1000:g}"
-    if key == "memory":
-        return f"{n / 2**40:g}Ti" if n >= 2**40 else f"{n / 2**30:g}Gi"
-    return str(n)
+    return "-" if n is None else amount(key, n)
 
 
 def _tree(c: ClusterState) -> list[tuple[str, int]]:
@@ -145,7 +163,7 @@ def _queue_table(name: str, c: ClusterState) -> Table:
             used = view.used(qname, key)
             over = q.deserved.get(key) is not None and used > q.deserved[key]
             t.add_row(
-                ("  " * depth + qname) if i == 0 else "",
+                Text("  " * depth + qname) if i == 0 else "",
                 f"{run}/{pend}" if i == 0 else "",
                 key,
                 Text(_amount(key, used), style="yellow" if over else ""),
@@ -179,12 +197,15 @@ def render_snapshot(snap: Snapshot) -> Table:
         for i, m in enumerate(models):
             nodes = [n for n in c.nodes if (n.gpu_type or "(CPU)") == m]
             total = sum(n.allocatable.gpus for n in nodes)
-            free = sum(max(n.allocatable.gpus - n.allocated.gpus, 0) for n in nodes)
+            free = sum(
+                max(n.allocatable.gpus - n.allocated.gpus, 0) for n in nodes if n.schedulable
+            )
+            cordoned = sum(1 for n in nodes if not n.schedulable)
             t.add_row(
-                name if i == 0 else "",
-                c.region if i == 0 else "",
-                m,
-                str(len(nodes)),
+                Text(name) if i == 0 else "",
+                Text(c.region) if i == 0 else "",
+                Text(m),
+                f"{len(nodes)}" + (f" ({cordoned} cordoned)" if cordoned else ""),
                 f"{free} / {total}",
                 str(run) if i == 0 else "",
                 str(pend) if i == 0 else "",

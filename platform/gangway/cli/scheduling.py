@@ -3,10 +3,12 @@ clusters (live, from the platform config's kube contexts, or ``--snapshot FILE``
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from gangway.cli._output import console, err_console
 from gangway.errors import PermanentError
@@ -54,12 +56,16 @@ RegionOpt = Annotated[
 ]
 
 
-def read_snapshot(source: str | None, clusters: list[str] | None = None) -> Any:
+def read_snapshot(
+    source: str | None, clusters: list[str] | None = None, *, hint: str | None = None
+) -> Any:
     """The snapshot to decide over: ``example``, a file, or the live clusters."""
     from gangway.snapshot import EXAMPLE_SNAPSHOT, load_snapshot
 
     if source == "example":
         return load_snapshot(EXAMPLE_SNAPSHOT)
+    if source is not None and not source.strip():
+        raise PermanentError("--snapshot: empty; give a file, or 'example'")
     if source:
         return load_snapshot(Path(source))
     from gangway.config import load_config
@@ -70,10 +76,14 @@ def read_snapshot(source: str | None, clusters: list[str] | None = None) -> Any:
     if unknown:
         known = ", ".join(sorted(cfg.clusters))
         raise PermanentError(f"--cluster {unknown[0]}: not in the platform config ({known})")
+
+    def warn(message: str) -> None:
+        err_console.print(Text(message, style="yellow"))
+
     with err_console.status("reading the clusters…"):
-        return live_snapshot(
-            cfg, clusters=clusters, warn=lambda m: err_console.print(f"[yellow]{m}[/]")
-        )
+        if hint:
+            return live_snapshot(cfg, clusters=clusters, warn=warn, hint=hint)
+        return live_snapshot(cfg, clusters=clusters, warn=warn)
 
 
 @app.command("save")
@@ -93,16 +103,26 @@ def save_cmd(
     and write what admission and placement need as one YAML file."""
     from gangway.snapshot import dump_snapshot
 
-    snap = read_snapshot(None, cluster)
+    _check_output(output)
+    snap = read_snapshot(None, cluster, hint="check the kube contexts of the platform config")
     if tracking_uri:
         snap = _with_checkpoints(snap, tracking_uri)
-    tmp = output.with_name(output.name + ".tmp")
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(dump_snapshot(snap), encoding="utf-8")
         tmp.replace(output)
     except OSError as e:
+        tmp.unlink(missing_ok=True)
         raise PermanentError(f"-o {output}: cannot write it: {e.strerror or e}") from None
     console.print(f"wrote {output} ({len(snap.clusters)} cluster(s))")
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an ``-o`` that cannot take a file before minutes of reading clusters."""
+    if output.exists() and not output.is_file():
+        raise PermanentError(f"-o {output}: not a regular file; give a file path (.yaml)")
+    if not output.parent.is_dir():
+        raise PermanentError(f"-o {output}: no directory {output.parent}")
 
 
 def _with_checkpoints(snap: Any, tracking_uri: str) -> Any:
@@ -174,8 +194,20 @@ def decide_pipeline(
     from gangway.workload import gang_workloads, region_of
 
     obj = load_manifests(pipeline)[0]
-    region = data_region or region_of(params.values(), load_config().storage.buckets)
-    gangs = gang_workloads(obj, params, data_region=region)
+    cfg = load_config()
+    _refuse_bad_values(obj, params)
+    regions = {c.region for c in snapshot.clusters.values()} | set(cfg.storage.buckets)
+    if data_region is not None and data_region not in regions:
+        import difflib
+
+        near = difflib.get_close_matches(data_region, sorted(regions), n=1, cutoff=0.5)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise PermanentError(
+            f"--data-region {data_region}: not a region ({', '.join(sorted(regions))}){hint}"
+        )
+    region = data_region or region_of(params.values(), cfg.storage.buckets)
+    products = {p: m for c in cfg.clusters.values() for m, p in c.gpu_products.items()}
+    gangs = gang_workloads(obj, params, data_region=region, gpu_products=products)
     if not gangs:
         raise PermanentError(f"{pipeline}: no gang step (Volcano Job) to place")
     if cluster and cluster not in snapshot.clusters:
@@ -192,6 +224,18 @@ def decide_pipeline(
     return obj, placements
 
 
+def _refuse_bad_values(obj: dict[str, Any], params: dict[str, str]) -> None:
+    """The ``-p`` values, checked as ``gangway lint`` checks them, before anything is decided
+    (the gang's GPU model is what placement adds, so it is not asked for here)."""
+    from gangway.lint import CrdSchemas
+    from gangway.lint.values import refuse_bad_values
+    from gangway.placement import Topology
+    from gangway.workload import place_gangs
+
+    probe = Topology(tier=None, tier_name=None, hard=False, gpu_product="probe")
+    refuse_bad_values(place_gangs(obj, {}, every=probe), params, CrdSchemas.from_env())
+
+
 def explain_cmd(
     pipeline: Annotated[Path, typer.Argument(help="a pipeline file (.py) or its YAML")],
     param: ParamOpt = None,
@@ -204,7 +248,7 @@ def explain_cmd(
     """Print the admission and placement decision for each gang of a pipeline: admit now,
     admit by preempting (which gangs, what they lose), wait (for what exactly) or reject (which
     field to change) — per cluster, best first, with the reasons. Sends nothing."""
-    from gangway.cli.decisions import render_placement
+    from gangway.cli.decisions import render_placement, render_source
     from gangway.cli.options import parse_params
 
     snap = read_snapshot(snapshot)
@@ -217,6 +261,7 @@ def explain_cmd(
         data_region=data_region,
         cluster=cluster,
     )
+    console.print(render_source(snap))
     for p in placements:
         console.print(render_placement(p))
 
@@ -224,10 +269,11 @@ def explain_cmd(
 def why_cmd(
     workflow: Annotated[str, typer.Argument(help="workflow name")],
     cluster: Annotated[
-        str | None, typer.Option(help="the cluster it runs on (platform config)")
+        str | None,
+        typer.Option(help="the cluster it runs on, from the platform config (required)"),
     ] = None,
     namespace: Annotated[
-        str | None, typer.Option(help="default: the cluster's Argo namespace")
+        str | None, typer.Option(help="where the workflow runs (default: every namespace)")
     ] = None,
     snapshot: SnapshotOpt = None,
 ) -> None:
@@ -239,16 +285,16 @@ def why_cmd(
     from gangway.snapshot.live import list_workflow_gangs
     from gangway.why import why_pending
 
-    c = resolve_cluster(cluster)
-    if not cluster and not snapshot:
+    if not cluster:
         raise PermanentError(
-            "why: pass --cluster NAME (a cluster of the platform config, whose snapshot is "
-            "read live) or --snapshot FILE"
+            "why: pass --cluster NAME, a cluster of the platform config: its kube context is "
+            "where the workflow's Volcano Jobs and PodGroups are read"
         )
-    objs = list_workflow_gangs(c.kube_context, namespace or c.namespace, workflow)
-    snap = read_snapshot(snapshot, [c.name] if cluster else None)
+    c = resolve_cluster(cluster)
+    objs = list_workflow_gangs(c.kube_context, namespace, workflow)
+    snap = read_snapshot(snapshot, [c.name])
     if c.name not in snap.clusters:
         known = ", ".join(sorted(snap.clusters))
         raise PermanentError(f"--cluster {c.name}: not in the snapshot ({known})")
-    target = c.name
-    console.print(render_why(workflow, target, why_pending(workflow, objs, snap, cluster=target)))
+    gangs = why_pending(workflow, objs, snap, cluster=c.name)
+    console.print(render_why(workflow, c.name, gangs))

@@ -33,9 +33,15 @@ def _cluster(at: str, c: ClusterState, snap: Snapshot) -> list[str]:
             out.append(f"{at}.nodes[{i}].domains: tier(s) {', '.join(extra)} not in tiers")
         if n.gpu_type is None and n.allocatable.gpus:
             out.append(f"{at}.nodes[{i}].gpu_type: a node with GPUs names their model")
+    for i, n in enumerate(c.nodes):
+        a, u = n.allocatable, n.allocated
+        if n.schedulable and (u.cpu > a.cpu or u.memory > a.memory or u.gpus > a.gpus):
+            out.append(f"{at}.nodes[{i}].allocated: more than its allocatable")
     for q, queue in c.queues.items():
         if queue.parent not in (None, "root") and queue.parent not in c.queues:
             out.append(f"{at}.queues.{q}.parent: no queue {queue.parent!r}")
+        elif q in c.ancestors(str(queue.parent))[:50] or queue.parent == q:
+            out.append(f"{at}.queues.{q}.parent: {queue.parent!r} is below it (a cycle)")
     known = set(names)
     held: dict[str, list[int]] = {}
     for i, g in enumerate(c.gangs):
@@ -48,6 +54,10 @@ def _cluster(at: str, c: ClusterState, snap: Snapshot) -> list[str]:
             and g.priority_class not in snap.priority_classes
         ):
             out.append(f"{where}.priority_class: no priority class {g.priority_class!r}")
+        for when in ("started_at", "last_checkpoint_at"):
+            t = getattr(g, when)
+            if t is not None and t > snap.taken_at:
+                out.append(f"{where}.{when}: after the snapshot was taken ({snap.taken_at})")
         if g.phase == "Running" and sum(g.placement.values()) != g.pods:
             out.append(
                 f"{where}.placement: {sum(g.placement.values())} pod(s) placed, the gang has "

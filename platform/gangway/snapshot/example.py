@@ -3,7 +3,7 @@ platform config's two clusters on a busy afternoon, made by :func:`example_snaps
 
 * ``us-east`` (us-east-1): 8 H100 nodes (8 GPUs each) in 4 racks of 2, 2 racks a block, and 4
   A100 nodes in 2 racks. Research pre-trains on one block, runs a batch sweep and a fine-tune;
-  evals holds one H100 node; a research ablation waits.
+  evals holds one H100 node; a research ablation (3 nodes) waits.
 * ``eu-west`` (eu-west-1): the config's HyperNodes — 4 A100 nodes (4 GPUs each) in
   ``eu-rack-a`` and 4 L4 nodes (8 each) in ``eu-rack-b``, under ``eu-spine``; the platform team
   refreshes embeddings on L4s.
@@ -50,7 +50,9 @@ def example_snapshot() -> Snapshot:
         hours=12,
         checkpoint_hours_ago=3,
     )
-    us.pending("ablation-2", queue="research", pods=2, priority_class="gangway-normal")
+    # 3 nodes of H100 in one go: only 2 are free, and nothing of research is lower than it
+    # but the batch sweep — which alone would not free enough in one rack or block.
+    us.pending("ablation-2", queue="research", pods=3, priority_class="gangway-normal")
     eu = b.clusters["eu-west"]
     for i in range(1, 9):
         rack = "eu-rack-a" if i <= 4 else "eu-rack-b"

@@ -82,6 +82,8 @@ def live_snapshot(
     lister: Callable[[str | None], list[dict[str, Any]]] = list_objects,
     last_checkpoints: Mapping[str, datetime] | None = None,
     warn: Callable[[str], None] = lambda _m: None,
+    hint: str = "pass --snapshot FILE (e.g. one `gangway snapshot save` wrote) to decide over a "
+    "saved snapshot",
 ) -> Snapshot:
     """A snapshot of ``clusters`` (default: all the config's), read with ``lister``. A cluster
     that cannot be reached is left out with a warning; none reachable is an error."""
@@ -104,15 +106,15 @@ def live_snapshot(
             last_checkpoints=last_checkpoints,
         )
     if not states:
-        raise PermanentError(
-            "no cluster could be read; pass --snapshot FILE (e.g. one `gangway snapshot save` "
-            "wrote) to decide over a saved snapshot"
-        )
+        raise PermanentError(f"no cluster could be read; {hint}")
     return base.model_copy(update={"clusters": states, "source": "live"})
 
 
-def list_workflow_gangs(context: str | None, namespace: str, workflow: str) -> list[dict[str, Any]]:
-    """The Volcano Jobs of ``workflow`` in ``namespace`` and the namespace's PodGroups."""
+def list_workflow_gangs(
+    context: str | None, namespace: str | None, workflow: str
+) -> list[dict[str, Any]]:
+    """The Volcano Jobs of ``workflow`` and the PodGroups, in ``namespace`` (None: every
+    namespace)."""
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
 
@@ -129,14 +131,18 @@ def list_workflow_gangs(context: str | None, namespace: str, workflow: str) -> l
     custom = client.CustomObjectsApi(api)
     group = next(k for k in LISTED_KINDS if k[3] == PODGROUP_KIND)
     try:
-        jobs = custom.list_namespaced_custom_object(
-            JOB_API_GROUP,
-            JOB_API_VERSION.split("/")[1],
-            namespace,
-            JOB_RESOURCE,
-            label_selector=f"{WORKFLOW_LABEL}={workflow}",
-        )
-        groups = custom.list_namespaced_custom_object(group[0], group[1], namespace, group[2])
+        selector = f"{WORKFLOW_LABEL}={workflow}"
+        version = JOB_API_VERSION.split("/")[1]
+        if namespace:
+            jobs = custom.list_namespaced_custom_object(
+                JOB_API_GROUP, version, namespace, JOB_RESOURCE, label_selector=selector
+            )
+            groups = custom.list_namespaced_custom_object(group[0], group[1], namespace, group[2])
+        else:
+            jobs = custom.list_cluster_custom_object(
+                JOB_API_GROUP, version, JOB_RESOURCE, label_selector=selector
+            )
+            groups = custom.list_cluster_custom_object(group[0], group[1], group[2])
     except ApiException as e:
         raise PermanentError(f"context {context}: the API refused: {e.status} {e.reason}") from None
     except Exception as e:

@@ -10,11 +10,18 @@ write Kubernetes quantities (``500m``, ``64Gi``) and they are read as such. A qu
 
 from __future__ import annotations
 
-from datetime import datetime
-from decimal import ROUND_CEILING
+from datetime import UTC, datetime
+from decimal import ROUND_CEILING, Decimal
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+)
 
 from gangway.config.model import quantity
 
@@ -33,11 +40,25 @@ __all__ = [
 ]
 
 
+MAX_AMOUNT = 2**48
+"""Larger than any real amount on one node (281 TB, 2.8e11 cores); keeps sums over 30,000
+nodes within 64 bits."""
+
+
+def _whole(d: Decimal, what: str) -> int:
+    if not d.is_finite():
+        raise ValueError(f"{what} must be a finite amount")
+    n = int(d.to_integral_value(ROUND_CEILING))
+    if n > MAX_AMOUNT:
+        raise ValueError(f"{what} {n} is larger than any real amount (at most {MAX_AMOUNT})")
+    return n
+
+
 def _millicores(v: object) -> int:
     if isinstance(v, bool):
         raise ValueError("a CPU amount, not a boolean")
     if isinstance(v, str | int | float):
-        return int((quantity(str(v)) * 1000).to_integral_value(ROUND_CEILING))
+        return _whole(quantity(str(v)) * 1000, "CPU (millicores)")
     raise ValueError(f"{v!r} is not a CPU quantity (e.g. 8, 500m)")
 
 
@@ -45,8 +66,18 @@ def _bytes(v: object) -> int:
     if isinstance(v, bool):
         raise ValueError("a memory amount, not a boolean")
     if isinstance(v, str | int | float):
-        return int(quantity(str(v)).to_integral_value(ROUND_CEILING))
+        return _whole(quantity(str(v)), "memory (bytes)")
     raise ValueError(f"{v!r} is not a memory quantity (e.g. 64Gi)")
+
+
+def _aware(v: datetime) -> datetime:
+    """A time without a zone is UTC (as Kubernetes writes them)."""
+    return v if v.tzinfo is not None else v.replace(tzinfo=UTC)
+
+
+Time = Annotated[datetime, AfterValidator(_aware)]
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_AMOUNT)]
+"""A whole number of devices or pods (``true`` is not one)."""
 
 
 Millicores = Annotated[
@@ -64,7 +95,7 @@ class Amount(_Model):
 
     cpu: Millicores = Field(0, ge=0)
     memory: Bytes = Field(0, ge=0)
-    gpus: int = Field(0, ge=0)
+    gpus: Count = 0
 
 
 def quota_key(gpu_type: str | None) -> str:
@@ -74,7 +105,7 @@ def quota_key(gpu_type: str | None) -> str:
 
 class Node(_Model):
     name: str
-    gpu_type: str | None = None
+    gpu_type: str | None = Field(None, min_length=1)
     """The GPU model (the config's name for it, e.g. ``H100``); None for a CPU node."""
     allocatable: Amount
     allocated: Amount = Amount()
@@ -92,15 +123,17 @@ class Gang(_Model):
     queue: str
     priority_class: str | None = None
     priority: int = 0
-    pods: int = Field(ge=1)
+    pods: int = Field(ge=1, le=1_000_000)
     per_pod: Amount
-    gpu_type: str | None = None
+    gpu_type: str | None = Field(None, min_length=1)
     phase: Literal["Running", "Pending"] = "Pending"
-    placement: dict[str, int] = Field(default_factory=dict)
+    placement: dict[str, Annotated[int, Field(strict=True, ge=1, le=1_000_000)]] = Field(
+        default_factory=dict
+    )
     """Node → how many of its pods run there (a running gang)."""
     workflow: str | None = None
-    started_at: datetime | None = None
-    last_checkpoint_at: datetime | None = None
+    started_at: Time | None = None
+    last_checkpoint_at: Time | None = None
     """When it last saved a checkpoint (from lineage), for what evicting it would lose."""
 
     def total(self, key: str) -> int:
@@ -123,6 +156,8 @@ def _quota(v: object) -> dict[str, int]:
         elif key == "gpu" or (isinstance(key, str) and key.startswith("gpu/") and key[4:]):
             if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
                 raise ValueError(f"{key}: {amount!r} is not a whole number of GPUs")
+            if amount > MAX_AMOUNT:
+                raise ValueError(f"{key}: {amount} is larger than any real amount")
             out[key] = amount
         else:
             raise ValueError(f"unknown resource {key!r}: use cpu, memory, gpu or gpu/TYPE")
@@ -199,7 +234,7 @@ class PriorityInfo(_Model):
 
 
 class Snapshot(_Model):
-    taken_at: datetime
+    taken_at: Time
     source: Literal["live", "file", "example", "recorded", "generated"] = "file"
     priority_classes: dict[str, PriorityInfo] = Field(default_factory=dict)
     default_priority_class: str | None = None

@@ -126,7 +126,12 @@ def place_manifest(text: str, *, tier: int | None, hard: bool, gpu_product: str 
     protected = PLACEHOLDER.sub(
         lambda m: next(p for p, b in probes.items() if b == m.group(0)), text
     )
-    job = with_placement(yaml.safe_load(protected), tier=tier, hard=hard, gpu_product=gpu_product)
+    from gangway.volcano.gang import is_job
+
+    raw = yaml.safe_load(protected)
+    if not is_job(raw):
+        return text  # another kind of resource: nothing to place
+    job = with_placement(raw, tier=tier, hard=hard, gpu_product=gpu_product)
 
     def back(node: Any) -> Any:
         if isinstance(node, str):
