@@ -14,19 +14,9 @@ from gangway.admission import Verdict, views
 from gangway.capacity import assign, fit
 from gangway.placement import place
 from gangway.snapshot.build import SnapshotBuilder
-from gangway.snapshot.model import Amount, Snapshot
+from gangway.snapshot.model import Snapshot
 from gangway.workload import Workload
-
-
-def gang(pods: int, gpus: int = 8, **kw: object) -> Workload:
-    w = Workload(
-        name="job",
-        pods=pods,
-        per_pod=Amount(cpu=8, memory="64Gi", gpus=gpus),
-        team="research",
-        gpu_type="H100",
-    )
-    return replace(w, **kw)  # type: ignore[arg-type]
+from tests.test_admission import gang
 
 
 def two_regions() -> SnapshotBuilder:

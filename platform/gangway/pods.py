@@ -30,13 +30,13 @@ def select_pods(pods: list[dict[str, Any]], step: str | None) -> list[str]:
 def read_logs(
     workflow: str, namespace: str, context: str | None, step: str | None
 ) -> Iterator[tuple[str, str]]:
-    from kubernetes import client, config
+    from kubernetes import client
 
+    from gangway.kubeapi import api_client
+
+    api = client.CoreV1Api(api_client(context))
     try:
-        api = client.CoreV1Api(config.new_client_from_config(context=context))  # type: ignore[no-untyped-call]
         listed = api.list_namespaced_pod(namespace, label_selector=f"{WORKFLOW_LABEL}={workflow}")
-    except config.ConfigException as e:
-        raise PermanentError(f"no kube config for pod logs: {e}; set KUBECONFIG") from None
     except Exception as e:
         raise TransientError(f"cannot list pods of {workflow}: {e}") from e
     pods = [api.api_client.sanitize_for_serialization(p) for p in listed.items]

@@ -115,14 +115,11 @@ class CrdSchemas:
     @classmethod
     def from_cluster(cls, context: str | None) -> CrdSchemas:
         """The CRDs installed in the cluster of kube ``context`` (apiextensions API)."""
-        from kubernetes import client, config
+        from kubernetes import client
 
-        try:
-            api = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
-        except Exception as e:
-            raise PermanentError(
-                f"cannot load kube context {context or '(current)'}: {e}; check KUBECONFIG"
-            ) from None
+        from gangway.kubeapi import api_client
+
+        api = api_client(context)
         items = client.ApiextensionsV1Api(api).list_custom_resource_definition().items
         docs = [api.sanitize_for_serialization(i) for i in items]
         for d in docs:

@@ -19,14 +19,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from gangway.config.model import PlatformConfig, Resources
 from gangway.snapshot.model import Amount, ClusterState, Gang, Node, Snapshot
 
-__all__ = ["ClusterBuilder", "SnapshotBuilder", "config_quota", "from_config"]
+__all__ = ["ClusterBuilder", "GangShape", "SnapshotBuilder", "config_quota", "from_config"]
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+class GangShape(TypedDict, total=False):
+    """What a built gang is: its queue and pod count, and per pod ``gpus`` (8) of
+    ``gpu_type`` (H100), ``cpu`` cores (8) and 64Gi; its ``priority_class``."""
+
+    queue: Required[str]
+    pods: Required[int]
+    gpus: int
+    gpu_type: str | None
+    priority_class: str | None
+    cpu: int
+
+
+def _per_pod(shape: GangShape) -> list[int]:
+    return [shape.get("cpu", 8) * 1000, 64 * 2**30, shape.get("gpus", 8)]
 
 
 @dataclass
@@ -111,76 +127,47 @@ class ClusterBuilder:
         self,
         name: str,
         *,
-        queue: str,
-        pods: int,
-        gpus: int = 8,
-        gpu_type: str | None = "H100",
-        priority_class: str | None = None,
         nodes: list[str] | None = None,
         hours: float = 2.0,
         checkpoint_hours_ago: float | None = None,
-        cpu: int = 8,
+        **shape: Unpack[GangShape],
     ) -> ClusterBuilder:
         """A running gang of ``pods`` pods, on ``nodes`` (one pod each, in order) or packed
         onto the first nodes of its model with room; ``hours`` since it started."""
-        per = [cpu * 1000, 64 * 2**30, gpus]
-        chosen = nodes or self._pack(pods, per, gpu_type)
+        per = _per_pod(shape)
+        gpu_type = shape.get("gpu_type", "H100")
+        chosen = nodes or self._pack(shape["pods"], per, gpu_type)
         placement: dict[str, int] = {}
         by_name = {n.name: n for n in self.nodes}
         for n in chosen:
             placement[n] = placement.get(n, 0) + 1
             by_name[n].used = [u + p for u, p in zip(by_name[n].used, per, strict=True)]
-        ago = self.parent.taken_at - timedelta(hours=hours)
+        t0 = self.parent.taken_at
         ckpt = checkpoint_hours_ago
-        self.gangs.append(
-            self._gang(
-                name, queue, pods, per, gpu_type, priority_class, "Running", placement
-            ).model_copy(
-                update={
-                    "started_at": ago,
-                    "last_checkpoint_at": None
-                    if ckpt is None
-                    else self.parent.taken_at - timedelta(hours=ckpt),
-                }
-            )
-        )
+        times = {
+            "started_at": t0 - timedelta(hours=hours),
+            "last_checkpoint_at": None if ckpt is None else t0 - timedelta(hours=ckpt),
+        }
+        gang = self._gang(name, shape, "Running", placement)
+        self.gangs.append(gang.model_copy(update=times))
         return self
 
-    def pending(
-        self,
-        name: str,
-        *,
-        queue: str,
-        pods: int,
-        gpus: int = 8,
-        gpu_type: str | None = "H100",
-        priority_class: str | None = None,
-    ) -> ClusterBuilder:
-        per = [8000, 64 * 2**30, gpus]
-        self.gangs.append(
-            self._gang(name, queue, pods, per, gpu_type, priority_class, "Pending", {})
-        )
+    def pending(self, name: str, **shape: Unpack[GangShape]) -> ClusterBuilder:
+        """A gang waiting for room."""
+        self.gangs.append(self._gang(name, shape, "Pending", {}))
         return self
 
-    def _gang(
-        self,
-        name: str,
-        queue: str,
-        pods: int,
-        per: list[int],
-        gpu_type: str | None,
-        cls: str | None,
-        phase: str,
-        placement: dict[str, int],
-    ) -> Gang:
+    def _gang(self, name: str, shape: GangShape, phase: str, placement: dict[str, int]) -> Gang:
+        per = _per_pod(shape)
+        cls = shape.get("priority_class")
         value = self.parent.classes.get(cls, {}).get("value", 0) if cls else 0
         return Gang.model_validate(
             {
                 "name": name,
-                "queue": queue,
-                "pods": pods,
+                "queue": shape["queue"],
+                "pods": shape["pods"],
                 "per_pod": {"cpu": f"{per[0]}m", "memory": per[1], "gpus": per[2]},
-                "gpu_type": gpu_type if per[2] else None,
+                "gpu_type": shape.get("gpu_type", "H100") if per[2] else None,
                 "priority_class": cls,
                 "priority": value,
                 "phase": phase,

@@ -21,15 +21,12 @@ __all__ = ["list_objects", "list_workflow_gangs", "live_snapshot"]
 
 def list_objects(context: str | None) -> list[dict[str, Any]]:
     """Every object a snapshot needs from the cluster of kube ``context``, as plain dicts."""
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    try:
-        api = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
-    except Exception as e:
-        raise PermanentError(
-            f"cannot load kube context {context or '(current)'}: {e}; check KUBECONFIG"
-        ) from None
+    from gangway.kubeapi import api_client
+
+    api = api_client(context)
     core = client.CoreV1Api(api)
     out: list[dict[str, Any]] = []
 
@@ -115,19 +112,15 @@ def list_workflow_gangs(
 ) -> list[dict[str, Any]]:
     """The Volcano Jobs of ``workflow`` and the PodGroups, in ``namespace`` (None: every
     namespace)."""
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     from gangway.contract import WORKFLOW_LABEL
+    from gangway.kubeapi import api_client
     from gangway.volcano.job import JOB_API_GROUP, JOB_API_VERSION, JOB_KIND, JOB_RESOURCE
     from gangway.volcano.objects import LISTED_KINDS, PODGROUP_KIND
 
-    try:
-        api = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
-    except Exception as e:
-        raise PermanentError(
-            f"cannot load kube context {context or '(current)'}: {e}; check KUBECONFIG"
-        ) from None
+    api = api_client(context)
     custom = client.CustomObjectsApi(api)
     group = next(k for k in LISTED_KINDS if k[3] == PODGROUP_KIND)
     try:
