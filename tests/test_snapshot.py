@@ -260,3 +260,33 @@ def test_a_saved_snapshot_reads_back_the_same(tmp_path: Path) -> None:
     p = tmp_path / "s.yaml"
     p.write_text(dump_snapshot(snap))
     assert load_snapshot(p) == snap
+
+
+@pytest.mark.on_cluster
+def test_a_live_snapshot_of_a_real_cluster_loads_back() -> None:
+    """With a kube context holding Volcano (its CRDs installed), the live reader's snapshot is
+    consistent and round-trips through a file."""
+    context = os.environ.get("GANGWAY_KUBE_CONTEXT")
+    if not (context and os.environ.get("KUBECONFIG")):
+        pytest.skip(
+            "no cluster configured: set KUBECONFIG and GANGWAY_KUBE_CONTEXT (a cluster with "
+            "Volcano) to run the on_cluster tier"
+        )
+    from gangway.snapshot.checks import problems
+    from gangway.snapshot.live import list_objects
+
+    objs = list_objects(context)
+    state = cluster_from_objects(objs, region="live")
+    assert state.nodes, "the cluster has no nodes?"
+    cfg = load_config(EXAMPLE)
+    snap = live_snapshot(cfg, clusters=["us-east"], lister=lambda _c: objs)
+    assert problems(snap) == []
+    assert load_snapshot_text(dump_snapshot(snap)) == snap
+
+
+def load_snapshot_text(text: str) -> Any:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(text)
+    return load_snapshot(Path(f.name))
