@@ -99,8 +99,10 @@ def save_cmd(
         typer.Option(help="MLflow, for when each running gang last saved a checkpoint"),
     ] = None,
 ) -> None:
-    """Read the platform config's clusters (nodes, pods, Volcano queues, PodGroups, HyperNodes)
-    and write what admission and placement need as one YAML file."""
+    """Read the clusters and write a snapshot file for admission and placement.
+
+    Nodes, pods, priority classes, Volcano queues, PodGroups and HyperNodes of each cluster of
+    the platform config, as one YAML file (`--snapshot FILE` of explain, queues, why)."""
     from gangway.snapshot import dump_snapshot
 
     _check_output(output)
@@ -164,8 +166,9 @@ def queues_cmd(
     cluster: Annotated[str | None, typer.Option(help="only this cluster")] = None,
     snapshot: SnapshotOpt = None,
 ) -> None:
-    """Each queue's usage against its guarantee, deserved share and capability (over a
-    deserved share: yellow — reclaimable by other queues)."""
+    """Each queue's usage against its guarantee, deserved share and capability.
+
+    Usage over the deserved share is yellow: other queues may reclaim it."""
     from gangway.cli.decisions import render_queues
 
     snap = read_snapshot(snapshot, [cluster] if cluster and not snapshot else None)
@@ -245,9 +248,10 @@ def explain_cmd(
     within: WithinOpt = None,
     data_region: RegionOpt = None,
 ) -> None:
-    """Print the admission and placement decision for each gang of a pipeline: admit now,
-    admit by preempting (which gangs, what they lose), wait (for what exactly) or reject (which
-    field to change) — per cluster, best first, with the reasons. Sends nothing."""
+    """Where each gang of a pipeline would run, or why not — sends nothing.
+
+    The decision is admit now, admit by preempting (which gangs, what they lose), wait (for
+    what exactly) or reject (which field to change), per cluster, best first, with reasons."""
     from gangway.cli.decisions import render_placement, render_source
     from gangway.cli.options import parse_params
 
@@ -277,9 +281,10 @@ def why_cmd(
     ] = None,
     snapshot: SnapshotOpt = None,
 ) -> None:
-    """Why a workflow's gang is pending: its PodGroup's conditions as Volcano wrote them, and
-    Gangway's decision over a fresh snapshot of the cluster (what it waits for, what would be
-    evicted) — on one screen."""
+    """Why a workflow's gang is pending: Volcano's conditions and Gangway's decision.
+
+    The PodGroup's conditions as Volcano wrote them, next to Gangway's decision over a fresh
+    snapshot of the cluster (what it waits for, what would be evicted), on one screen."""
     from gangway.cli.decisions import render_why
     from gangway.cluster import resolve_cluster
     from gangway.snapshot.live import list_workflow_gangs
