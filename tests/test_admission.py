@@ -236,7 +236,7 @@ CASES = [
         _high_gang_in_queue,
         gang(1, priority_class="high"),
         Verdict.WAIT,
-        [],
+        ["waits for 1 pods of 8 × H100 free in the cluster; largest now: 0"],
     ),
     Case(
         "reclaim-from-a-queue-over-its-deserved-share",
@@ -361,3 +361,70 @@ def test_deserved_is_judged_per_gpu_model_too() -> None:
     o = place(gang(2), b.build()).options[0]
     assert o.factors["deserved"] == 0.0
     assert any("beyond queue research's deserved gpu/H100 (8)" in n for n in o.notes)
+
+
+def test_reclaim_stops_at_the_victim_queue_deserved_share() -> None:
+    """Volcano re-checks after every victim: evals (deserved 8) holding 24 gives up at most
+    two of its three gangs, which is not enough for 4 nodes: wait, not a drained queue."""
+    b = SnapshotBuilder().priority("low", 10).team("research", classes=["low"])
+    b.team("evals", classes=["low"])
+    c = b.cluster("c1").racks(1, per_rack=4)
+    c.queue("research", deserved={"gpu": 64})
+    c.queue("evals", deserved={"gpu": 8})
+    for i in range(3):
+        c.running(f"e{i}", queue="evals", pods=1, priority_class="low")
+    d = admit(gang(4, priority_class="low"), b.build())
+    assert d.verdict == Verdict.WAIT, d.reason
+    d = admit(gang(3, priority_class="low"), b.build())
+    plan = d.clusters[0].preemption
+    assert d.verdict == Verdict.PREEMPT and plan is not None and len(plan.victims) == 2
+
+
+def test_a_plan_never_places_on_a_cordoned_node() -> None:
+    """Evicting the low gang on the cordoned node frees nothing the new gang may use."""
+    b, c = cluster(racks=1, per_rack=3)
+    c.running("low", queue="research", pods=1, priority_class="low", nodes=["c1-h100-000"])
+    c.running("peer", queue="research", pods=1, priority_class="high", nodes=["c1-h100-002"])
+    snap = b.build()
+    state = snap.clusters["c1"]
+    nodes = [state.nodes[0].model_copy(update={"schedulable": False}), *state.nodes[1:]]
+    snap = snap.model_copy(update={"clusters": {"c1": state.model_copy(update={"nodes": nodes})}})
+    d = admit(gang(2, priority_class="high"), snap)
+    assert d.verdict == Verdict.WAIT and d.clusters[0].preemption is None
+
+
+def test_hold_and_release_give_back_exactly_what_was_taken() -> None:
+    from gangway.admission import views
+    from gangway.snapshot.model import Gang
+
+    snap = cluster(racks=1, per_rack=2)[0].build()
+    view = views(snap)["c1"]
+    free, usage = view.free.copy(), {q: dict(u) for q, u in view.usage.items()}
+    g = Gang(name="g", queue="research", pods=2, per_pod=Amount(cpu=8, memory="64Gi", gpus=8),
+             gpu_type="H100", priority=10)  # fmt: skip
+    running = view.hold(g, {0: 1, 1: 1})
+    assert view.used("research", "gpu/H100") == 16 and int(view.free[:, 2].sum()) == 0
+    view.release(running)
+    assert (view.free == free).all() and view.used("research", "gpu/H100") == 0
+    assert all(
+        view.used(q, k) == usage.get(q, {}).get(k, 0) for q in view.usage for k in view.usage[q]
+    )
+    with pytest.raises(ValueError, match="not running"):
+        view.release(running)
+
+
+def test_gangs_of_the_same_name_in_two_namespaces_are_two_gangs() -> None:
+    b, c = cluster(racks=1, per_rack=2)
+    c.running("train", queue="research", pods=1, priority_class="low")
+    c.running("train2", queue="research", pods=1, priority_class="low")
+    snap = b.build()
+    state = snap.clusters["c1"]
+    gangs = [
+        state.gangs[0].model_copy(update={"namespace": "team-a"}),
+        state.gangs[1].model_copy(update={"name": "train", "namespace": "team-b"}),
+    ]
+    snap = snap.model_copy(update={"clusters": {"c1": state.model_copy(update={"gangs": gangs})}})
+    d = admit(gang(2, priority_class="high"), snap)
+    plan = d.clusters[0].preemption
+    assert d.verdict == Verdict.PREEMPT and plan is not None
+    assert sorted(v.gang.key for v in plan.victims) == ["team-a/train", "team-b/train"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -60,10 +61,10 @@ def test_best_fit_rack_keeps_the_emptier_rack_whole() -> None:
     b = SnapshotBuilder().priority("normal", 100).team("research", classes=["normal"])
     c = b.cluster("c").racks(2, per_rack=4)
     c.queue("research")
-    c.running("x", queue="research", pods=2, nodes=["c-h100-000", "c-h100-001"])
+    c.running("x", queue="research", pods=2, nodes=["c-h100-004", "c-h100-005"])
     p = place(gang(2, within="rack"), b.build())
-    a = p.options[0].decision.assignment
-    assert a is not None and a.domain == "c-h100-r0" and a.slots_left == 0
+    a = p.options[0].decision.assignment  # the fuller second rack, not the first that fits
+    assert a is not None and a.domain == "c-h100-r1" and a.slots_left == 0
     assert p.topology is not None and p.topology.tier == 1 and p.topology.hard
 
 
@@ -150,6 +151,9 @@ def test_placement_never_overcommits_a_node_nor_splits_a_gang(
     if a is None:
         total = int(counts.sum())
         assert w.within is not None or total < w.pods
+        for t in range(view.state.tiers.index(w.within) + 1 if w.within else 0):
+            room = np.bincount(view.domains[t], weights=counts)
+            assert room.max(initial=0) < w.pods  # no allowed domain could have held it
         return
     assert sum(a.nodes.values()) == w.pods  # the whole gang, no more
     shape = np.array((w.per_pod.cpu, w.per_pod.memory, w.per_pod.gpus))
@@ -185,3 +189,22 @@ def crd_schemas() -> object:
     if schemas is None:
         pytest.skip("set GANGWAY_CRDS_DIR to the upstream CRDs (Volcano Job schema)")
     return schemas
+
+
+def test_a_soft_topology_on_a_job_is_a_preference_not_a_constraint() -> None:
+    from gangway.workload import workload_of_job
+
+    job: dict[str, Any] = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "spec": {"minAvailable": 2, "queue": "research", "tasks": []},
+    }
+    for mode, within in (("soft", None), ("hard", "rack"), (None, "rack")):
+        topo = {"highestTierAllowed": 1, **({"mode": mode} if mode else {})}
+        w = workload_of_job(
+            {**job, "spec": {**job["spec"], "networkTopology": topo}},
+            name="j",
+            team=None,
+            tiers=["rack", "block"],
+        )
+        assert w.within == within, mode

@@ -176,3 +176,38 @@ def test_snapshot_save_refuses_an_output_that_is_not_a_file(tmp_path: Path) -> N
 def test_placement_options_need_cluster_auto() -> None:
     res = gangway("submit", PIPE, "--dry-run", "--gpu-type", "H100")
     assert res.returncode == 1 and "go with --cluster auto" in res.stderr
+
+
+def test_submit_cluster_auto_sends_every_gang_where_all_of_them_can_run(tmp_path: Path) -> None:
+    """A pipeline with a second gang that only us-east can hold (5 nodes of A100): the first
+    gang alone would rank eu-west first, but everything goes to us-east."""
+    compiled = gangway("compile", PIPE)
+    assert compiled.returncode == 0, compiled.stderr
+    obj = yaml.safe_load(compiled.stdout)
+    dag = next(t for t in obj["spec"]["templates"] if t.get("dag"))
+    train = next(t for t in dag["dag"]["tasks"] if t["name"] == "train")
+    big = yaml.safe_load(yaml.safe_dump(train))
+    big["name"] = "big"
+    for a in big["arguments"]["parameters"]:
+        if a["name"] == "nodes":
+            a["value"] = "5"
+    dag["dag"]["tasks"].append(big)
+    path = tmp_path / "two-gangs.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    args = ["-p", "nodes=1", "-p", "gpus-per-node=4", "--gpu-type", "A100", "--snapshot", "example"]
+    res = gangway("submit", str(path), *args, "--cluster", "auto", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "all gangs go to us-east" in res.stderr and "--cluster auto: us-east" in res.stderr
+    alone = gangway("explain", PIPE, *args, "--data-region", "eu-west-1")
+    assert "1. eu-west" in alone.stdout  # what the first gang alone would choose
+
+
+def test_a_manifest_that_is_not_yaml_is_a_one_line_error(tmp_path: Path) -> None:
+    obj = yaml.safe_load(gangway("compile", PIPE).stdout)
+    res_t = next(t for t in obj["spec"]["templates"] if t.get("resource"))
+    res_t["resource"]["manifest"] += "\nbroken: [unclosed\n"
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    res = gangway("explain", str(path), *GPUS, "--gpu-type", "H100", "--snapshot", "example")
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "not YAML" in res.stderr or "not valid YAML" in res.stderr

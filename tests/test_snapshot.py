@@ -121,6 +121,16 @@ def test_the_example_matches_the_example_config() -> None:
             id="checkpoint-in-the-future",
         ),
         pytest.param(
+            lambda d: d["teams"]["research"].update(priority_classes=[]),
+            "teams.research.priority_classes",
+            id="team-without-classes",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["queues"]["research"]["capability"].update(cpu="-5"),
+            "cpu: '-5' is negative",
+            id="negative-quota",
+        ),
+        pytest.param(
             lambda d: d["clusters"]["us-east"]["nodes"][0].update(gpu_type=""),
             "clusters.us-east.nodes.0.gpu_type",
             id="empty-gpu-model",

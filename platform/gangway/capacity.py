@@ -8,8 +8,10 @@ take; :func:`assign` picks the topology domain and the nodes for a whole gang:
 1. **One domain, closest tier first** — a rack before a block before the whole cluster (fewest
    hops between the gang's pods; Volcano's network-topology-aware plugin scores the same way).
 2. **Best fit among the domains that fit** — the one left with the fewest free pod slots, so
-   large free domains stay whole for large gangs (less fragmentation); ties by name.
-3. **Nodes with the most room first**, then the least left over, so the gang spans few nodes.
+   large free domains stay whole for large gangs (less fragmentation); ties by the order the
+   domains first appear in the snapshot's node list.
+3. **Nodes with the most room first** (ties by node order), so the gang spans few nodes; a
+   gang no domain holds fills the widest domains with the most room first, one at a time.
 
 A gang is never split across what does not fit it whole: :func:`assign` returns None instead.
 """
@@ -101,7 +103,7 @@ class ClusterView:
 
     def rows(self, gang: Gang) -> tuple[Ints, Ints]:
         """A running gang's node rows and what it holds on each: (rows, (k, 3) amounts)."""
-        hit = self._rows.get(gang.name)
+        hit = self._rows.get(gang.key)
         if hit is None or len(hit[0]) != len(gang.placement):
             idx = np.array(
                 [self.index[n] for n in gang.placement if n in self.index], dtype=np.int64
@@ -109,7 +111,7 @@ class ClusterView:
             k = np.array([c for n, c in gang.placement.items() if n in self.index], dtype=np.int64)
             p = gang.per_pod
             shape = np.array((p.cpu, p.memory, p.gpus), dtype=np.int64)
-            hit = self._rows[gang.name] = (idx, k[:, None] * shape[None, :])
+            hit = self._rows[gang.key] = (idx, k[:, None] * shape[None, :])
         return hit
 
     @classmethod
@@ -147,7 +149,7 @@ class ClusterView:
             types=types,
             domains=domains,
             domain_names=names,
-            gangs={g.name: g for g in state.gangs},
+            gangs={g.key: g for g in state.gangs},
         )
         view.index = {n: i for i, n in enumerate(view.nodes)}
         for g in state.gangs:
@@ -176,27 +178,32 @@ class ClusterView:
                 "placement": {self.nodes[i]: k for i, k in placement.items()},
             }
         )
-        before = self.gangs.get(gang.name)
+        before = self.gangs.get(gang.key)
         if before is not None and before.phase == "Pending":
             self.pending[gang.queue] -= 1
-        self.gangs[gang.name] = running
+        self.gangs[gang.key] = running
         self._run(running)
         return running
 
     def _run(self, gang: Gang) -> None:
-        self.running.setdefault(gang.queue, {}).setdefault(gang.priority, {})[gang.name] = gang
+        self.running.setdefault(gang.queue, {}).setdefault(gang.priority, {})[gang.key] = gang
 
     def release(self, gang: Gang) -> None:
         """Running gang ``gang`` stops (finished or evicted): its nodes and quota are free."""
-        self._move(gang, {self.index[n]: k for n, k in gang.placement.items()}, +1)
-        self.gangs.pop(gang.name, None)
-        self._rows.pop(gang.name, None)
-        self.running.get(gang.queue, {}).get(gang.priority, {}).pop(gang.name, None)
+        current = self.gangs.get(gang.key)
+        if current is None or current.phase != "Running":
+            raise ValueError(f"{gang.key} is not running here: nothing to release")
+        self._move(current, {self.index[n]: k for n, k in current.placement.items()}, +1)
+        self.gangs.pop(gang.key, None)
+        self._rows.pop(gang.key, None)
+        self.running.get(gang.queue, {}).get(gang.priority, {}).pop(gang.key, None)
 
     def _move(self, gang: Gang, placement: dict[int, int], sign: int) -> None:
         p = gang.per_pod
         for i, k in placement.items():
             self.free[i] += sign * k * np.array((p.cpu, p.memory, p.gpus), dtype=np.int64)
+        if sign > 0:  # never more than allocatable: a cordoned node gets nothing back
+            np.minimum(self.free, self.allocatable, out=self.free)
         self._count(gang, -sign)
 
     def has_type(self, gpu_type: str | None) -> bool:
@@ -273,8 +280,9 @@ def assign(
         return None
     members = np.flatnonzero(counts > 0)
     keys: tuple[Ints, ...] = (members, -counts[members])
-    if tiers:  # the widest domains with the most room first: the gang spans the fewest
+    if tiers:  # the widest domains with the most room first, one whole domain at a time
         top = view.domains[-1]
-        keys += (-np.bincount(top, weights=counts)[top[members]].astype(np.int64),)
+        room = np.bincount(top, weights=counts)[top[members]].astype(np.int64)
+        keys += (top[members].astype(np.int64), -room)
     order = members[np.lexsort(keys)]
     return Assignment(None, None, _fill(counts, order, pods), int(counts.sum()) - pods)

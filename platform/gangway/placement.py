@@ -99,7 +99,7 @@ def _score(w: Workload, view: ClusterView, d: ClusterDecision) -> Option:
     within = not beyond
     for k, share in beyond[:1]:
         notes.append(f"beyond queue {queue}'s deserved {k} ({amount(k, share)}): reclaimable")
-    me = view.gangs.get(w.name)
+    me = view.gangs.get(f"{w.namespace}/{w.name}")
     itself = 1 if me is not None and me.phase == "Pending" and me.queue == queue else 0
     pending = view.pending.get(queue, 0) - itself
     if pending:

@@ -33,6 +33,9 @@ from gangway.workload import Workload
 
 __all__ = ["Preemption", "Victim", "lost_gpu_hours", "over_capability", "plan_preemption"]
 
+VOLCANO_KEYS = ("cpu", "memory", "gpu")
+"""What a Volcano Queue counts (``gpu`` is every model together): the reclaim rules see only
+these; per-model keys are Gangway's own capability check."""
 HARD_TOPOLOGY = (
     "Volcano's network-topology-aware scheduling does not preempt for a gang that must stay "
     "within a tier (hard mode): it waits, although evicting these would make room"
@@ -77,7 +80,7 @@ def _sources(w: Workload, queue: str, view: ClusterView) -> dict[str, dict[str, 
     (reclaim), each with the quota keys it is over by."""
     out: dict[str, dict[str, int]] = {queue: {}}
     mine = view.state.queues.get(queue)
-    for key in quota_keys(w.gpu_type, w.per_pod.gpus):
+    for key in VOLCANO_KEYS:
         deserved = mine.deserved.get(key) if mine is not None else None
         if deserved is not None and view.used(queue, key) + w.total(key) > deserved:
             return out  # reclaim only up to the reclaiming queue's deserved share
@@ -85,7 +88,11 @@ def _sources(w: Workload, queue: str, view: ClusterView) -> dict[str, dict[str, 
         q = view.state.queues.get(name)
         if name == queue or q is None or not q.reclaimable:
             continue
-        over = {k: view.used(name, k) for k, d in q.deserved.items() if view.used(name, k) > d}
+        over = {
+            k: view.used(name, k)
+            for k, d in q.deserved.items()
+            if k in VOLCANO_KEYS and view.used(name, k) > d
+        }
         if over:
             out[name] = over
     return out
@@ -105,20 +112,20 @@ def _candidates(
     levels = sorted(
         {p for q in sources for p in view.running.get(q, {}) if q != queue or p < priority}
     )
-    rules: dict[tuple[str, str | None, bool], str | None] = {}
+    rules: dict[tuple[str, str | None, bool, int], str | None] = {}
     for level in levels:
         found = []
         for q, over in sources.items():
             if q == queue and level >= priority:
                 continue
             for g in view.running.get(q, {}).get(level, {}).values():
-                key = (q, g.gpu_type, bool(g.per_pod.gpus))
+                key = (q, g.gpu_type, bool(g.per_pod.gpus), g.priority)
                 if key not in rules:
                     rules[key] = _rule(g, queue, priority, over, view)
                 rule = rules[key]
                 if rule and g.placement:
                     lost = lost_gpu_hours(g, now)
-                    found.append(((lost is None, lost or 0.0), g.name, g, rule))
+                    found.append(((lost is None, lost or 0.0), g.key, g, rule))
         found.sort(key=lambda x: (x[0], x[1]))  # unknown losses last: never assume them small
         yield from ((g, rule) for _, _, g, rule in found)
 
@@ -126,7 +133,7 @@ def _candidates(
 def _rule(
     g: Gang, queue: str, priority: int, over: dict[str, int], view: ClusterView
 ) -> str | None:
-    """Why gangs like ``g`` (its queue and GPU model) may be evicted, or None."""
+    """Why gangs like ``g`` (its queue, GPU model and priority) may be evicted, or None."""
     if g.queue == queue:
         return f"preempt: same queue, priority {g.priority} < {priority}"
     hit = next((k for k in quota_keys(g.gpu_type, g.per_pod.gpus) if k in over), None)
@@ -160,6 +167,22 @@ def over_capability(
     return out
 
 
+def _still_over(view: ClusterView, queue: str, taken: Sequence[Gang], gang: Gang) -> bool:
+    """``gang``'s queue is still over its deserved share once ``taken`` are gone (Volcano's
+    reclaim re-checks after every victim: it never takes a queue below its deserved share)."""
+    if gang.queue == queue:
+        return True
+    q = view.state.queues[gang.queue]
+    for key in quota_keys(gang.gpu_type, gang.per_pod.gpus):
+        deserved = q.deserved.get(key)
+        if key not in VOLCANO_KEYS or deserved is None:
+            continue
+        gone = sum(t.total(key) for t in taken if t.queue == gang.queue)
+        if view.used(gang.queue, key) - gone > deserved:
+            return True
+    return False
+
+
 def _keeps_guarantee(view: ClusterView, queue: str, taken: Sequence[Gang], gang: Gang) -> bool:
     """Reclaiming ``gang`` after ``taken`` leaves every queue at or above its guarantee (a
     gang preempted within ``queue`` leaves the queue's usage to the preemptor)."""
@@ -171,6 +194,8 @@ def _keeps_guarantee(view: ClusterView, queue: str, taken: Sequence[Gang], gang:
             continue
         guarantee = view.state.queues[q].guarantee
         for key, floor in guarantee.items():
+            if key not in VOLCANO_KEYS:
+                continue
             inside = view.subtree(q)
             gone = sum(g.total(key) for g in (*taken, gang) if g.queue in inside)
             if view.used(q, key) - gone < floor:
@@ -179,12 +204,13 @@ def _keeps_guarantee(view: ClusterView, queue: str, taken: Sequence[Gang], gang:
 
 
 def _freed(view: ClusterView, victims: Sequence[Gang], free: Ints | None = None) -> Ints:
-    """``free`` (default: the view's) with what ``victims`` hold given back."""
+    """``free`` (default: the view's) with what ``victims`` hold given back — never beyond a
+    node's allocatable (a cordoned node gets nothing back)."""
     out = (view.free if free is None else free).copy()
     for g in victims:
         rows, amounts = view.rows(g)
         np.add.at(out, rows, amounts)
-    return out
+    return np.minimum(out, view.allocatable)
 
 
 def _fits(
@@ -220,12 +246,14 @@ def plan_preemption(
     free = view.free.copy()
     check_at = need  # full checks at room ≥ need, then each time room grows by half again
     for g, rule in _candidates(w, queue, priority, view, now, sources):
-        if not _keeps_guarantee(view, queue, [t for t in taken if t.queue != queue], g):
+        others = [t for t in taken if t.queue != queue]
+        if not _still_over(view, queue, others, g) or not _keeps_guarantee(view, queue, others, g):
             continue
         taken.append(g)
-        rules[g.name] = rule
+        rules[g.key] = rule
         rows, amounts = view.rows(g)
         np.add.at(free, rows, amounts)
+        free[rows] = np.minimum(free[rows], view.allocatable[rows])
         room += _amount(g, w)
         if room < check_at:
             continue  # not enough freed yet, wherever it lands: skip the full check
@@ -244,6 +272,6 @@ def plan_preemption(
         again = _fits(w, view, queue, rest, _freed(view, rest))
         if again:
             taken, found, room = rest, again, room - _amount(g, w)
-    victims = tuple(Victim(g, rules[g.name], lost_gpu_hours(g, now)) for g in taken)
+    victims = tuple(Victim(g, rules[g.key], lost_gpu_hours(g, now)) for g in taken)
     hard = w.within is not None
     return Preemption(victims, found, volcano_acts=not hard, note=HARD_TOPOLOGY if hard else None)

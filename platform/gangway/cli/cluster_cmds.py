@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.table import Table
+from rich.text import Text
 
 from gangway.cli._output import console, err_console
 from gangway.cli.options import load_manifests, parse_params
@@ -153,27 +154,36 @@ def _auto_cluster(
     err_console.print(render_source(snap))
     for p in placements:
         err_console.print(render_placement(p))
-    chosen = [p.chosen for p in placements]
-    if any(c is None for c in chosen):
-        raise PermanentError("--cluster auto: no cluster can ever run this; nothing was sent")
-    cluster = chosen[0].cluster if chosen[0] else ""
-    elsewhere = [
-        p.decision.workload.name
-        for p, c in zip(placements, chosen, strict=True)
-        if c and c.cluster != cluster
-    ]
-    if elsewhere:
-        err_console.print(
-            f"[yellow]{', '.join(elsewhere)} would rank another cluster first; "
-            f"all gangs go to {cluster}[/]"
+    cluster = _common_cluster(placements)
+    if any(p.chosen is None or p.chosen.cluster != cluster for p in placements):
+        err_console.print(Text(f"all gangs go to {cluster}, where every one of them can run"))
+        _, placements = decide_pipeline(
+            pipeline,
+            params,
+            snap,
+            gpu_type=gpu_type,
+            within=within,
+            data_region=data_region,
+            cluster=cluster,
         )
-    tops = {
-        p.decision.workload.name: p.topology
-        for p in placements
-        if p.topology and p.chosen and p.chosen.cluster == cluster
-    }
+    tops = {p.decision.workload.name: p.topology for p in placements if p.topology}
     err_console.print(f"--cluster auto: {cluster}")
     return cluster, place_gangs(obj, tops)
+
+
+def _common_cluster(placements: list[Any]) -> str:
+    """The first gang's best cluster among those where no gang is rejected."""
+    from gangway.admission import Verdict
+
+    able: set[str] | None = None
+    for p in placements:
+        fine = {o.cluster for o in p.options if o.decision.verdict != Verdict.REJECT}
+        able = fine if able is None else able & fine
+    first: list[str] = [o.cluster for o in placements[0].options if o.cluster in (able or set())]
+    if not first:
+        which = "this" if len(placements) == 1 else "every gang of this pipeline"
+        raise PermanentError(f"--cluster auto: no cluster can ever run {which}; nothing was sent")
+    return first[0]
 
 
 def submit_cmd(

@@ -161,7 +161,7 @@ def _queue_table(name: str, c: ClusterState) -> Table:
         rows = [*keys, *(k for k in ("cpu", "memory") if k in named)]
         for i, key in enumerate(rows):
             used = view.used(qname, key)
-            over = q.deserved.get(key) is not None and used > q.deserved[key]
+            over = q.reclaimable and q.deserved.get(key) is not None and used > q.deserved[key]
             t.add_row(
                 Text("  " * depth + qname) if i == 0 else "",
                 f"{run}/{pend}" if i == 0 else "",

@@ -168,7 +168,8 @@ def queues_cmd(
 ) -> None:
     """Each queue's usage against its guarantee, deserved share and capability.
 
-    Usage over the deserved share is yellow: other queues may reclaim it."""
+    Usage over the deserved share of a reclaimable queue is yellow: other queues may
+    reclaim it."""
     from gangway.cli.decisions import render_queues
 
     snap = read_snapshot(snapshot, [cluster] if cluster and not snapshot else None)

@@ -12,6 +12,7 @@ from typing import Any
 from gangway.config.model import PlatformConfig, Quota
 from gangway.errors import PermanentError, TransientError
 from gangway.snapshot.build import config_quota, from_config
+from gangway.snapshot.checks import problems
 from gangway.snapshot.model import Snapshot
 from gangway.snapshot.objects import cluster_from_objects
 from gangway.volcano.objects import LISTED_KINDS
@@ -104,7 +105,12 @@ def live_snapshot(
         )
     if not states:
         raise PermanentError(f"no cluster could be read; {hint}")
-    return base.model_copy(update={"clusters": states, "source": "live"})
+    starts = [g.started_at for c in states.values() for g in c.gangs if g.started_at]
+    taken = max([base.taken_at, *starts])  # the API server's clock may run ahead of ours
+    snap = base.model_copy(update={"clusters": states, "source": "live", "taken_at": taken})
+    for problem in problems(snap):
+        warn(f"inconsistent live state: {problem}")
+    return snap
 
 
 def list_workflow_gangs(

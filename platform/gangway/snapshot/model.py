@@ -136,6 +136,11 @@ class Gang(_Model):
     last_checkpoint_at: Time | None = None
     """When it last saved a checkpoint (from lineage), for what evicting it would lose."""
 
+    @property
+    def key(self) -> str:
+        """``NAMESPACE/NAME``: gangs are PodGroups, named per namespace."""
+        return f"{self.namespace}/{self.name}"
+
     def total(self, key: str) -> int:
         """The gang's whole request of quota ``key``."""
         per = {"cpu": self.per_pod.cpu, "memory": self.per_pod.memory, "gpu": self.per_pod.gpus}
@@ -149,10 +154,10 @@ def _quota(v: object) -> dict[str, int]:
         raise ValueError("expected a mapping of cpu, memory, gpu and gpu/TYPE to amounts")
     out: dict[str, int] = {}
     for key, amount in v.items():
-        if key == "cpu":
-            out[key] = _millicores(amount)
-        elif key == "memory":
-            out[key] = _bytes(amount)
+        if key in ("cpu", "memory"):
+            out[key] = _millicores(amount) if key == "cpu" else _bytes(amount)
+            if out[key] < 0:
+                raise ValueError(f"{key}: {amount!r} is negative")
         elif key == "gpu" or (isinstance(key, str) and key.startswith("gpu/") and key[4:]):
             if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
                 raise ValueError(f"{key}: {amount!r} is not a whole number of GPUs")
@@ -221,7 +226,7 @@ class ClusterState(_Model):
 
 class TeamInfo(_Model):
     queue: str
-    priority_classes: list[str]
+    priority_classes: list[str] = Field(min_length=1)
     """Allowed, the team's default first."""
     gpu_types: list[str] | None = None
     """GPU types its quota names (None: any)."""

@@ -165,7 +165,7 @@ def _gangs(
                     "queue": info.queue,
                     "priority_class": info.priority_class,
                     "priority": cls.value if cls else 0,
-                    "pods": max(info.min_member, len(mine)),
+                    "pods": sum(placement.values()) if running else max(info.min_member, len(mine)),
                     "per_pod": {"cpu": f"{per[0]}m", "memory": per[1], "gpus": per[2]},
                     "gpu_type": gpu_type if per[2] else None,
                     "phase": "Running" if running else "Pending",

@@ -34,6 +34,8 @@ class JobDemand:
     priority_class: str | None
     gpu_product: str | None
     highest_tier: int | None
+    """``networkTopology.highestTierAllowed`` in ``hard`` mode (Volcano's default); a ``soft``
+    tier is a preference, not a constraint, and is left out."""
     namespace: str | None
 
 
@@ -88,7 +90,9 @@ def job_demand(job: Mapping[str, Any]) -> JobDemand:
         queue=spec.get("queue") or None,
         priority_class=spec.get("priorityClassName") or None,
         gpu_product=str(product) if product else None,
-        highest_tier=_int(topology.get("highestTierAllowed")),
+        highest_tier=_int(topology.get("highestTierAllowed"))
+        if topology.get("mode", "hard") == "hard"
+        else None,
         namespace=(job.get("metadata") or {}).get("namespace"),
     )
 
@@ -128,7 +132,12 @@ def place_manifest(text: str, *, tier: int | None, hard: bool, gpu_product: str 
     )
     from gangway.volcano.gang import is_job
 
-    raw = yaml.safe_load(protected)
+    try:
+        raw = yaml.safe_load(protected)
+    except yaml.YAMLError as e:
+        from gangway.errors import PermanentError
+
+        raise PermanentError(f"a resource template's manifest is not YAML: {e}") from None
     if not is_job(raw):
         return text  # another kind of resource: nothing to place
     job = with_placement(raw, tier=tier, hard=hard, gpu_product=gpu_product)
