@@ -203,16 +203,6 @@ def _keeps_guarantee(view: ClusterView, queue: str, taken: Sequence[Gang], gang:
     return True
 
 
-def _freed(view: ClusterView, victims: Sequence[Gang], free: Ints | None = None) -> Ints:
-    """``free`` (default: the view's) with what ``victims`` hold given back — never beyond a
-    node's allocatable (a cordoned node gets nothing back)."""
-    out = (view.free if free is None else free).copy()
-    for g in victims:
-        rows, amounts = view.rows(g)
-        np.add.at(out, rows, amounts)
-    return np.minimum(out, view.allocatable)
-
-
 def _fits(
     w: Workload, view: ClusterView, queue: str, victims: Sequence[Gang], free: Ints
 ) -> Assignment | None:
@@ -269,9 +259,12 @@ def plan_preemption(
         if len(taken) == 1 or room - _amount(g, w) < need:
             continue
         rest = [t for t in taken if t is not g]
-        again = _fits(w, view, queue, rest, _freed(view, rest))
+        rows, amounts = view.rows(g)
+        trial = free.copy()  # what the others free: this one's share taken back out
+        trial[rows] = np.maximum(trial[rows] - amounts, view.free[rows])
+        again = _fits(w, view, queue, rest, trial)
         if again:
-            taken, found, room = rest, again, room - _amount(g, w)
+            taken, found, room, free = rest, again, room - _amount(g, w), trial
     victims = tuple(Victim(g, rules[g.key], lost_gpu_hours(g, now)) for g in taken)
     hard = w.within is not None
     return Preemption(victims, found, volcano_acts=not hard, note=HARD_TOPOLOGY if hard else None)
