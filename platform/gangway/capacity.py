@@ -18,6 +18,7 @@ A gang is never split across what does not fit it whole: :func:`assign` returns 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,6 +73,25 @@ class ClusterView:
         default_factory=dict
     )
     _rows: dict[str, tuple[Ints, Ints]] = field(default_factory=dict)
+    _ranked: dict[tuple[str, int], tuple[object, list[tuple[tuple[bool, float], str, Gang]]]] = (
+        field(default_factory=dict)
+    )
+
+    def ranked(
+        self, queue: str, priority: int, cost: Callable[[Gang], float | None], now: object
+    ) -> list[tuple[tuple[bool, float], str, Gang]]:
+        """The running gangs of ``queue`` at ``priority``, cheapest to lose first (``cost``
+        at ``now``; unknown costs last), then by key — cached until one of them starts or
+        stops."""
+        hit = self._ranked.get((queue, priority))
+        if hit is None or hit[0] != now:
+            rows = []
+            for g in self.running.get(queue, {}).get(priority, {}).values():
+                lost = cost(g)
+                rows.append(((lost is None, lost or 0.0), g.key, g))
+            rows.sort(key=lambda r: (r[0], r[1]))
+            hit = self._ranked[(queue, priority)] = (now, rows)
+        return hit[1]
 
     def ancestors(self, queue: str) -> list[str]:
         """``queue`` and its parents below ``root`` (cached: the hierarchy does not change)."""
@@ -187,6 +207,7 @@ class ClusterView:
 
     def _run(self, gang: Gang) -> None:
         self.running.setdefault(gang.queue, {}).setdefault(gang.priority, {})[gang.key] = gang
+        self._ranked.pop((gang.queue, gang.priority), None)
 
     def release(self, gang: Gang) -> None:
         """Running gang ``gang`` stops (finished or evicted): its nodes and quota are free."""
@@ -197,6 +218,7 @@ class ClusterView:
         self.gangs.pop(gang.key, None)
         self._rows.pop(gang.key, None)
         self.running.get(gang.queue, {}).get(gang.priority, {}).pop(gang.key, None)
+        self._ranked.pop((gang.queue, gang.priority), None)
 
     def _move(self, gang: Gang, placement: dict[int, int], sign: int) -> None:
         p = gang.per_pod

@@ -21,6 +21,7 @@ when evicting would make room (:attr:`Preemption.volcano_acts` is False).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -113,21 +114,23 @@ def _candidates(
         {p for q in sources for p in view.running.get(q, {}) if q != queue or p < priority}
     )
     rules: dict[tuple[str, str | None, bool, int], str | None] = {}
+
+    def cost(g: Gang) -> float | None:
+        return lost_gpu_hours(g, now)
+
     for level in levels:
-        found = []
-        for q, over in sources.items():
-            if q == queue and level >= priority:
-                continue
-            for g in view.running.get(q, {}).get(level, {}).values():
-                key = (q, g.gpu_type, bool(g.per_pod.gpus), g.priority)
-                if key not in rules:
-                    rules[key] = _rule(g, queue, priority, over, view)
-                rule = rules[key]
-                if rule and g.placement:
-                    lost = lost_gpu_hours(g, now)
-                    found.append(((lost is None, lost or 0.0), g.key, g, rule))
-        found.sort(key=lambda x: (x[0], x[1]))  # unknown losses last: never assume them small
-        yield from ((g, rule) for _, _, g, rule in found)
+        lists = [
+            view.ranked(q, level, cost, now)
+            for q in sources
+            if not (q == queue and level >= priority)
+        ]
+        for _, _, g in heapq.merge(*lists, key=lambda r: (r[0], r[1])):
+            key = (g.queue, g.gpu_type, bool(g.per_pod.gpus), g.priority)
+            if key not in rules:
+                rules[key] = _rule(g, queue, priority, sources[g.queue], view)
+            rule = rules[key]
+            if rule and g.placement:
+                yield g, rule
 
 
 def _rule(
@@ -149,42 +152,63 @@ def _bound(w: Workload, view: ClusterView, sources: dict[str, dict[str, int]]) -
     return sum(view.used(q, key) for q in sources)
 
 
+Gone = dict[str, dict[str, int]]
+"""Queue → quota key → what the victims taken so far from that queue hold."""
+
+
+def _gone(victims: Sequence[Gang]) -> Gone:
+    out: Gone = {}
+    for g in victims:
+        _take(out, g)
+    return out
+
+
+def _take(gone: Gone, g: Gang, sign: int = 1) -> None:
+    per = gone.setdefault(g.queue, {})
+    for key in quota_keys(g.gpu_type, g.per_pod.gpus):
+        per[key] = per.get(key, 0) + sign * g.total(key)
+
+
+def _gone_below(view: ClusterView, q: str, key: str, gone: Gone) -> int:
+    return sum(gone[x].get(key, 0) for x in gone if x in view.subtree(q))
+
+
 def over_capability(
-    w: Workload, view: ClusterView, queue: str, victims: Sequence[Gang] = ()
+    w: Workload, view: ClusterView, queue: str, victims: Sequence[Gang] | Gone = ()
 ) -> list[tuple[str, str, int, int]]:
     """``(queue, key, used, capability)`` for each queue (``queue`` and its parents) whose
     capability ``w`` would exceed once ``victims`` are gone."""
+    gone = victims if isinstance(victims, dict) else _gone(victims)
     out = []
     for q in view.ancestors(queue):
-        inside = view.subtree(q)
         for key in quota_keys(w.gpu_type, w.per_pod.gpus):
             cap = view.state.queues[q].capability.get(key)
             if cap is None:
                 continue
-            used = view.used(q, key) - sum(g.total(key) for g in victims if g.queue in inside)
+            used = view.used(q, key) - (_gone_below(view, q, key, gone) if gone else 0)
             if used + w.total(key) > cap:
                 out.append((q, key, used, cap))
     return out
 
 
-def _still_over(view: ClusterView, queue: str, taken: Sequence[Gang], gang: Gang) -> bool:
-    """``gang``'s queue is still over its deserved share once ``taken`` are gone (Volcano's
-    reclaim re-checks after every victim: it never takes a queue below its deserved share)."""
+def _still_over(view: ClusterView, queue: str, gone: Gone, gang: Gang) -> bool:
+    """``gang``'s queue is still over its deserved share once ``gone`` is (Volcano's reclaim
+    re-checks after every victim: it never takes a queue below its deserved share)."""
     if gang.queue == queue:
         return True
     q = view.state.queues[gang.queue]
+    taken = gone.get(gang.queue, {})
     for key in quota_keys(gang.gpu_type, gang.per_pod.gpus):
         deserved = q.deserved.get(key)
         if key not in VOLCANO_KEYS or deserved is None:
             continue
-        gone = sum(t.total(key) for t in taken if t.queue == gang.queue)
-        if view.used(gang.queue, key) - gone > deserved:
+        if view.used(gang.queue, key) - taken.get(key, 0) > deserved:
             return True
     return False
 
 
-def _keeps_guarantee(view: ClusterView, queue: str, taken: Sequence[Gang], gang: Gang) -> bool:
-    """Reclaiming ``gang`` after ``taken`` leaves every queue at or above its guarantee (a
+def _keeps_guarantee(view: ClusterView, queue: str, gone: Gone, gang: Gang) -> bool:
+    """Reclaiming ``gang`` once ``gone`` is leaves every queue at or above its guarantee (a
     gang preempted within ``queue`` leaves the queue's usage to the preemptor)."""
     if gang.queue == queue:
         return True
@@ -192,22 +216,18 @@ def _keeps_guarantee(view: ClusterView, queue: str, taken: Sequence[Gang], gang:
     for q in view.ancestors(gang.queue):
         if q in mine:  # a common parent keeps what moves between its children
             continue
-        guarantee = view.state.queues[q].guarantee
-        for key, floor in guarantee.items():
+        for key, floor in view.state.queues[q].guarantee.items():
             if key not in VOLCANO_KEYS:
                 continue
-            inside = view.subtree(q)
-            gone = sum(g.total(key) for g in (*taken, gang) if g.queue in inside)
-            if view.used(q, key) - gone < floor:
+            taken = _gone_below(view, q, key, gone) + gang.total(key)
+            if view.used(q, key) - taken < floor:
                 return False
     return True
 
 
-def _fits(
-    w: Workload, view: ClusterView, queue: str, victims: Sequence[Gang], free: Ints
-) -> Assignment | None:
-    """Where ``w`` goes once ``victims`` are gone (``free``: the nodes then), if anywhere."""
-    if over_capability(w, view, queue, victims):
+def _fits(w: Workload, view: ClusterView, queue: str, gone: Gone, free: Ints) -> Assignment | None:
+    """Where ``w`` goes once ``gone`` is (``free``: the nodes then), if anywhere."""
+    if over_capability(w, view, queue, gone):
         return None
     return assign(view, fit(view, w.per_pod, w.gpu_type, free=free), w.pods, within=w.within)
 
@@ -235,11 +255,12 @@ def plan_preemption(
     found = None
     free = view.free.copy()
     check_at = need  # full checks at room ≥ need, then each time room grows by half again
+    gone: Gone = {}
     for g, rule in _candidates(w, queue, priority, view, now, sources):
-        others = [t for t in taken if t.queue != queue]
-        if not _still_over(view, queue, others, g) or not _keeps_guarantee(view, queue, others, g):
+        if not _still_over(view, queue, gone, g) or not _keeps_guarantee(view, queue, gone, g):
             continue
         taken.append(g)
+        _take(gone, g)
         rules[g.key] = rule
         rows, amounts = view.rows(g)
         np.add.at(free, rows, amounts)
@@ -247,24 +268,27 @@ def plan_preemption(
         room += _amount(g, w)
         if room < check_at:
             continue  # not enough freed yet, wherever it lands: skip the full check
-        found = _fits(w, view, queue, taken, free)
+        found = _fits(w, view, queue, gone, free)
         if found:
             break
         check_at = room + max(need // 2, 1)
     if found is None:
-        found = _fits(w, view, queue, taken, free) if taken and room >= need else None
+        found = _fits(w, view, queue, gone, free) if taken and room >= need else None
     if found is None:
         return None
     for g in reversed(list(taken)):  # keep only what is needed
         if len(taken) == 1 or room - _amount(g, w) < need:
             continue
-        rest = [t for t in taken if t is not g]
         rows, amounts = view.rows(g)
         trial = free.copy()  # what the others free: this one's share taken back out
         trial[rows] = np.maximum(trial[rows] - amounts, view.free[rows])
-        again = _fits(w, view, queue, rest, trial)
+        _take(gone, g, -1)
+        again = _fits(w, view, queue, gone, trial)
         if again:
-            taken, found, room, free = rest, again, room - _amount(g, w), trial
+            taken, found, free = [t for t in taken if t is not g], again, trial
+            room -= _amount(g, w)
+        else:
+            _take(gone, g)
     victims = tuple(Victim(g, rules[g.key], lost_gpu_hours(g, now)) for g in taken)
     hard = w.within is not None
     return Preemption(victims, found, volcano_acts=not hard, note=HARD_TOPOLOGY if hard else None)
