@@ -222,7 +222,7 @@ def admit_in(
         return ClusterDecision(name, Verdict.REJECT, f"no {w.gpu_type} nodes in {name}")
     if w.within and w.within not in state.tiers:
         return ClusterDecision(name, Verdict.REJECT, f"{name} has no {w.within} tier")
-    never = [(q, k, cap) for q, k, _used, cap in over_capability(w, _empty(view), queue)]
+    never = [(q, k, cap) for q, k, _used, cap in over_capability(w, view, queue, empty=True)]
     if never:
         q, k, cap = never[0]
         need = amount(k, w.total(k))
@@ -255,11 +255,6 @@ def admit_in(
         scope, most = _largest(view, counts, w.within)
         reason = f"waits for {w.pods} pods of {what} free in {scope}; largest now: {most}"
     return ClusterDecision(name, Verdict.WAIT, reason, preemption=plan)
-
-
-def _empty(view: ClusterView) -> ClusterView:
-    """``view`` with no usage: for what the capability allows at all."""
-    return replace(view, usage={})
 
 
 def _where(a: Assignment) -> str:

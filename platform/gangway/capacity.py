@@ -73,6 +73,9 @@ class ClusterView:
         default_factory=dict
     )
     _rows: dict[str, tuple[Ints, Ints]] = field(default_factory=dict)
+    _caps: dict[tuple[str, tuple[str, ...]], list[tuple[str, str, int]]] = field(
+        default_factory=dict
+    )
     _ranked: dict[tuple[str, int], tuple[object, list[tuple[tuple[bool, float], str, Gang]]]] = (
         field(default_factory=dict)
     )
@@ -105,6 +108,19 @@ class ClusterView:
         hit = self._tree.get(queue)
         if hit is None:
             hit = self._tree[queue] = (self.state.ancestors(queue), self.state.subtree(queue))
+        return hit
+
+    def capabilities(self, queue: str, keys: tuple[str, ...]) -> list[tuple[str, str, int]]:
+        """``(queue, key, capability)`` of ``queue`` and its parents for ``keys`` that have
+        one (cached: quotas do not change)."""
+        hit = self._caps.get((queue, keys))
+        if hit is None:
+            hit = self._caps[(queue, keys)] = [
+                (q, k, cap)
+                for q in self.ancestors(queue)
+                for k in keys
+                if (cap := self.state.queues[q].capability.get(k)) is not None
+            ]
         return hit
 
     def ever(

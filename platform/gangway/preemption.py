@@ -174,20 +174,24 @@ def _gone_below(view: ClusterView, q: str, key: str, gone: Gone) -> int:
 
 
 def over_capability(
-    w: Workload, view: ClusterView, queue: str, victims: Sequence[Gang] | Gone = ()
+    w: Workload,
+    view: ClusterView,
+    queue: str,
+    victims: Sequence[Gang] | Gone = (),
+    *,
+    empty: bool = False,
 ) -> list[tuple[str, str, int, int]]:
     """``(queue, key, used, capability)`` for each queue (``queue`` and its parents) whose
-    capability ``w`` would exceed once ``victims`` are gone."""
+    capability ``w`` would exceed once ``victims`` are gone (``empty``: with nothing else
+    running — whether it can ever be admitted)."""
     gone = victims if isinstance(victims, dict) else _gone(victims)
     out = []
-    for q in view.ancestors(queue):
-        for key in quota_keys(w.gpu_type, w.per_pod.gpus):
-            cap = view.state.queues[q].capability.get(key)
-            if cap is None:
-                continue
-            used = view.used(q, key) - (_gone_below(view, q, key, gone) if gone else 0)
-            if used + w.total(key) > cap:
-                out.append((q, key, used, cap))
+    for q, key, cap in view.capabilities(queue, quota_keys(w.gpu_type, w.per_pod.gpus)):
+        used = 0 if empty else view.used(q, key)
+        if gone:
+            used -= _gone_below(view, q, key, gone)
+        if used + w.total(key) > cap:
+            out.append((q, key, used, cap))
     return out
 
 
@@ -283,7 +287,10 @@ def plan_preemption(
         trial = free.copy()  # what the others free: this one's share taken back out
         trial[rows] = np.maximum(trial[rows] - amounts, view.free[rows])
         _take(gone, g, -1)
-        again = _fits(w, view, queue, gone, trial)
+        if not set(rows.tolist()) & found.nodes.keys():  # the placement does not need it
+            again = None if over_capability(w, view, queue, gone) else found
+        else:
+            again = _fits(w, view, queue, gone, trial)
         if again:
             taken, found, free = [t for t in taken if t is not g], again, trial
             room -= _amount(g, w)

@@ -143,10 +143,14 @@ class Gang(_Model):
 
     def total(self, key: str) -> int:
         """The gang's whole request of quota ``key``."""
-        per = {"cpu": self.per_pod.cpu, "memory": self.per_pod.memory, "gpu": self.per_pod.gpus}
-        if key.startswith("gpu/"):
-            return self.per_pod.gpus * self.pods if key == quota_key(self.gpu_type) else 0
-        return per.get(key, 0) * self.pods
+        p = self.per_pod
+        if key == "gpu":
+            return p.gpus * self.pods
+        if key == "cpu":
+            return p.cpu * self.pods
+        if key == "memory":
+            return p.memory * self.pods
+        return p.gpus * self.pods if key == quota_key(self.gpu_type) else 0
 
 
 def _quota(v: object) -> dict[str, int]:
