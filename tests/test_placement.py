@@ -208,3 +208,55 @@ def test_a_soft_topology_on_a_job_is_a_preference_not_a_constraint() -> None:
             tiers=["rack", "block"],
         )
         assert w.within == within, mode
+
+
+@st.composite
+def contended(draw: st.DrawFn) -> tuple[Snapshot, Workload]:
+    """Two queues on 1–3 racks, nodes partly held by low and high gangs of both."""
+    b = SnapshotBuilder().priority("low", 10).priority("high", 1000)
+    b.team("research", classes=["low", "high"]).team("evals", classes=["low", "high"])
+    racks, per_rack = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    c = b.cluster("c").racks(racks, per_rack=per_rack)
+    c.queue("research", deserved={"gpu": draw(st.integers(0, 64))})
+    c.queue("evals", deserved={"gpu": draw(st.integers(0, 64))},
+            guarantee={"gpu": draw(st.integers(0, 16))})  # fmt: skip
+    for i, node in enumerate(n.name for n in c.nodes):
+        if draw(st.booleans()):
+            c.running(
+                f"g{i}",
+                queue=draw(st.sampled_from(["research", "evals"])),
+                pods=1,
+                gpus=draw(st.sampled_from([4, 8])),
+                priority_class=draw(st.sampled_from(["low", "high"])),
+                nodes=[node],
+            )
+    w = gang(draw(st.integers(1, 4)), gpus=draw(st.sampled_from([4, 8])), priority_class="high")
+    return b.build(), w
+
+
+@settings(max_examples=150, deadline=None)
+@given(contended())
+def test_a_preemption_plan_fits_and_follows_the_rules(case: tuple[Snapshot, Workload]) -> None:
+    from gangway.admission import admit
+
+    snap, w = case
+    d = admit(w, snap)
+    plan = d.clusters[0].preemption if d.clusters else None
+    if plan is None:
+        return
+    view = views(snap)["c"]
+    free = view.free.copy()
+    for v in plan.victims:
+        rows, amounts = view.rows(v.gang)
+        free[rows] = np.minimum(free[rows] + amounts, view.allocatable[rows])
+        assert v.gang.phase == "Running"
+        if v.gang.queue == "research":  # preempt: only lower priority, within the queue
+            assert v.gang.priority < 1000 and v.rule.startswith("preempt")
+        else:
+            assert v.rule.startswith("reclaim")
+    shape = np.array((w.per_pod.cpu, w.per_pod.memory, w.per_pod.gpus))
+    placed = plan.assignment.nodes
+    assert sum(placed.values()) == w.pods
+    for i, k in placed.items():
+        assert np.all(k * shape <= free[i]), view.nodes[i]
+    assert len({v.gang.key for v in plan.victims}) == len(plan.victims)

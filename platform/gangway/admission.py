@@ -20,6 +20,7 @@ reject). :func:`gangway.placement.place` ranks the clusters that share the best 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import IntEnum
@@ -75,7 +76,17 @@ class ClusterDecision:
     verdict: Verdict
     reason: str
     assignment: Assignment | None = None
-    preemption: Preemption | None = None
+    plan: Preemption | Callable[[], Preemption | None] | None = None
+    """The evictions that would make room, or — where they cannot change the verdict (a gang
+    Volcano will not preempt for) — how to work them out when first asked."""
+
+    @property
+    def preemption(self) -> Preemption | None:
+        """The evictions (see :mod:`gangway.preemption`); an explanation-only plan is worked
+        out on first reading, over the cluster as it is then."""
+        if callable(self.plan):
+            object.__setattr__(self, "plan", self.plan())
+        return self.plan  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -238,8 +249,16 @@ def admit_in(
     placed = None if over else assign(view, counts, w.pods, within=w.within)
     if placed is not None:
         return ClusterDecision(name, Verdict.ADMIT, _where(placed), assignment=placed)
-    plan = plan_preemption(w, view, queue=queue, priority=priority, now=now) if preempting else None
-    if plan is not None and plan.volcano_acts:
+
+    def planned() -> Preemption | None:
+        return plan_preemption(w, view, queue=queue, priority=priority, now=now)
+
+    # Volcano does not preempt for a gang that must stay within a tier (hard topology): the
+    # plan only explains, so it is worked out when someone reads it.
+    plan: Preemption | Callable[[], Preemption | None] | None = None
+    if preempting:
+        plan = planned if w.within is not None else planned()
+    if isinstance(plan, Preemption) and plan.volcano_acts:
         gangs = ", ".join(v.gang.name for v in plan.victims)
         return ClusterDecision(
             name, Verdict.PREEMPT, f"evicting {gangs} makes room", plan.assignment, plan
@@ -254,7 +273,7 @@ def admit_in(
     else:
         scope, most = _largest(view, counts, w.within)
         reason = f"waits for {w.pods} pods of {what} free in {scope}; largest now: {most}"
-    return ClusterDecision(name, Verdict.WAIT, reason, preemption=plan)
+    return ClusterDecision(name, Verdict.WAIT, reason, plan=plan)
 
 
 def _where(a: Assignment) -> str:

@@ -76,6 +76,9 @@ class ClusterView:
     _caps: dict[tuple[str, tuple[str, ...]], list[tuple[str, str, int]]] = field(
         default_factory=dict
     )
+    _masks: dict[tuple[int, int, int, str | None], npt.NDArray[np.bool_]] = field(
+        default_factory=dict
+    )
     _ranked: dict[tuple[str, int], tuple[object, list[tuple[tuple[bool, float], str, Gang]]]] = (
         field(default_factory=dict)
     )
@@ -134,8 +137,13 @@ class ClusterView:
         return self._ever[key]
 
     def ever_mask(self, per_pod: Amount, gpu_type: str | None) -> npt.NDArray[np.bool_]:
-        """The nodes a pod of this shape could ever run on."""
-        return fit(self, per_pod, gpu_type, free=self.allocatable) > 0
+        """The nodes a pod of this shape could ever run on (cached: allocatable does not
+        change)."""
+        key = (per_pod.cpu, per_pod.memory, per_pod.gpus, gpu_type)
+        hit = self._masks.get(key)
+        if hit is None:
+            hit = self._masks[key] = fit(self, per_pod, gpu_type, free=self.allocatable) > 0
+        return hit
 
     def rows(self, gang: Gang) -> tuple[Ints, Ints]:
         """A running gang's node rows and what it holds on each: (rows, (k, 3) amounts)."""

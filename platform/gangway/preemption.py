@@ -165,12 +165,19 @@ def _gone(victims: Sequence[Gang]) -> Gone:
 
 def _take(gone: Gone, g: Gang, sign: int = 1) -> None:
     per = gone.setdefault(g.queue, {})
-    for key in quota_keys(g.gpu_type, g.per_pod.gpus):
-        per[key] = per.get(key, 0) + sign * g.total(key)
+    p = g.per_pod
+    amounts = [("cpu", p.cpu), ("memory", p.memory)]
+    if p.gpus:
+        amounts.append(("gpu", p.gpus))
+        if g.gpu_type:
+            amounts.append((quota_key(g.gpu_type), p.gpus))
+    for key, n in amounts:
+        per[key] = per.get(key, 0) + sign * n * g.pods
 
 
 def _gone_below(view: ClusterView, q: str, key: str, gone: Gone) -> int:
-    return sum(gone[x].get(key, 0) for x in gone if x in view.subtree(q))
+    inside = view.subtree(q)
+    return sum(amounts.get(key, 0) for x, amounts in gone.items() if x in inside)
 
 
 def over_capability(
@@ -266,9 +273,8 @@ def plan_preemption(
         taken.append(g)
         _take(gone, g)
         rules[g.key] = rule
-        rows, amounts = view.rows(g)
-        np.add.at(free, rows, amounts)
-        free[rows] = np.minimum(free[rows], view.allocatable[rows])
+        rows, amounts = view.rows(g)  # a gang's rows are distinct nodes
+        free[rows] = np.minimum(free[rows] + amounts, view.allocatable[rows])
         room += _amount(g, w)
         if room < check_at:
             continue  # not enough freed yet, wherever it lands: skip the full check

@@ -4,8 +4,8 @@
   8 H100 in racks of 16, 4 racks a block) with 5 cohorts (org queues) × 6 team queues, three
   priority classes, gangs of 1–16 pods. Each arrival gets ``admit``; an admitted gang starts
   (its nodes and quota are held), and every 4th arrival the oldest running gang finishes, so
-  the cluster stays busy and decisions mix admit, preempt, wait and reject. Goal: ≥ 5,000
-  decisions/s on one core.
+  the cluster stays busy and decisions mix admit, preempt and wait. Goal: ≥ 5,000 decisions/s
+  on one core. Baseline in the same run: the same load where no class may preempt.
 * **Placement latency**: ``place`` for one gang over 1,200 and 12,000 nodes, median and p99.
   Goals: ≤ 0.5 ms and ≤ 5 ms.
 * **Baseline, same run**: the same whole-gang, closest-tier-first, best-fit placement written
@@ -100,9 +100,8 @@ def _run_admission(snap: Snapshot, load: list[Workload]) -> tuple[float, Counter
 
 
 def test_admission_throughput_on_a_kueue_like_load(capsys: pytest.CaptureFixture[str]) -> None:
-    """The measured rate is printed; the goal (5,000/s) is met by admission alone but not once
-    preemption is planned for every gang that does not fit (see docs/scheduling.md), so the
-    assertion guards against regressions (≥ 1,500/s) rather than claiming the goal."""
+    """Decisions per second with preemption planned for every gang that does not fit, and —
+    the baseline in the same run — for the same load where no class may preempt."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     load = _workloads(15_000)
     seconds, verdicts = _run_admission(_cluster(1200), load)
@@ -124,8 +123,7 @@ def test_admission_throughput_on_a_kueue_like_load(capsys: pytest.CaptureFixture
             f"without preemption {rate_alone:,.0f}/s ({rate_alone / rate:.1f}× faster)"
         )
     assert verdicts["admit"] > 1000 and verdicts["wait"] + verdicts["preempt"] > 1000
-    assert rate_alone >= 5000
-    assert rate >= 1500
+    assert rate >= 5000 and rate_alone >= 5000
 
 
 def _naive_assign(snap: Snapshot, w: Workload) -> dict[str, int] | None:
