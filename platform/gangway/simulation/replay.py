@@ -1,0 +1,141 @@
+"""Replaying arrivals against a policy: one pod at a time against the current state, placed at
+once or dropped for good (nothing departs, nothing queues), and the method's metric — GPU
+allocation % against arrived demand %, 0–130.
+
+The cluster is held as arrays: per node CPU and memory left, and per GPU its idle milli (a
+node's absent GPUs are −1). A node can take a pod when CPU and memory suffice and, for a GPU
+pod, its model is allowed and — for one GPU — some GPU has the milli idle (a whole-GPU pod needs
+a completely free one), or — for several — that many GPUs are completely free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from gangway.simulation.trace import MILLI, TraceNode, TracePod
+
+__all__ = ["Cluster", "Outcome", "Policy", "allocation_curve", "replay"]
+
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass
+class Cluster:
+    cpu: Ints
+    """CPU left per node (milli)."""
+    memory: Ints
+    gpu_idle: Ints
+    """(nodes, max GPUs): idle milli of each GPU; −1 where a node has no such GPU."""
+    model: npt.NDArray[np.int32]
+    models: dict[str, int]
+    cpu_total: Ints
+    capacity_gpus: int
+
+    @classmethod
+    def of(cls, nodes: Sequence[TraceNode]) -> Cluster:
+        width = max((n.gpus for n in nodes), default=0) or 1
+        idle = np.full((len(nodes), width), -1, dtype=np.int64)
+        for i, n in enumerate(nodes):
+            idle[i, : n.gpus] = MILLI
+        models: dict[str, int] = {}
+        return cls(
+            cpu=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
+            memory=np.array([n.memory_mib for n in nodes], dtype=np.int64),
+            gpu_idle=idle,
+            model=np.array([models.setdefault(n.model, len(models)) for n in nodes], np.int32),
+            models=models,
+            cpu_total=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
+            capacity_gpus=sum(n.gpus for n in nodes),
+        )
+
+    def feasible(self, pod: TracePod) -> npt.NDArray[np.bool_]:
+        """The nodes that can take ``pod`` now."""
+        ok = (self.cpu >= pod.cpu_milli) & (self.memory >= pod.memory_mib)
+        if not pod.num_gpu:
+            return ok
+        if pod.models:
+            codes = [self.models[m] for m in pod.models if m in self.models]
+            ok &= np.isin(self.model, codes)
+        if pod.num_gpu == 1:
+            room: npt.NDArray[np.bool_] = self.gpu_idle.max(axis=1) >= pod.gpu_milli
+        else:
+            room = (self.gpu_idle == MILLI).sum(axis=1) >= pod.num_gpu
+        return ok & room
+
+    def place(self, pod: TracePod, node: int, gpus: Sequence[int]) -> None:
+        self.cpu[node] -= pod.cpu_milli
+        self.memory[node] -= pod.memory_mib
+        for g in gpus:
+            self.gpu_idle[node, g] -= pod.gpu_milli
+
+    def used_milli(self) -> int:
+        idle = self.gpu_idle
+        return int(self.capacity_gpus * MILLI - idle[idle >= 0].sum())
+
+
+@dataclass(frozen=True)
+class Choice:
+    node: int
+    gpus: tuple[int, ...]
+
+
+Policy = Callable[[Cluster, TracePod, npt.NDArray[np.bool_], np.random.Generator], Choice]
+"""Given the cluster, the pod and the feasible nodes (at least one), where it goes."""
+
+
+@dataclass
+class Outcome:
+    arrived: list[int] = field(default_factory=list)
+    """GPU milli requested by every pod attempted so far, after each attempt."""
+    used: list[int] = field(default_factory=list)
+    """GPU milli allocated in the cluster, after each attempt."""
+    failed: int = 0
+    failed_gpu_pods: int = 0
+
+
+def replay(
+    nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: Policy, *, seed: int
+) -> tuple[Outcome, Cluster]:
+    """Place ``pods`` in order with ``policy`` (ties broken with a generator seeded by
+    ``seed``); the outcome after every attempt, and the cluster at the end."""
+    cluster = Cluster.of(nodes)
+    rng = np.random.default_rng(seed)
+    out = Outcome()
+    arrived = used = 0
+    for pod in pods:
+        arrived += pod.total_milli
+        ok = cluster.feasible(pod)
+        if ok.any():
+            choice = policy(cluster, pod, ok, rng)
+            cluster.place(pod, choice.node, choice.gpus)
+            used += pod.total_milli
+        else:
+            out.failed += 1
+            out.failed_gpu_pods += 1 if pod.num_gpu else 0
+        out.arrived.append(arrived)
+        out.used.append(used)
+    return out, cluster
+
+
+def allocation_curve(out: Outcome, capacity_gpus: int, top: int = 130) -> list[float]:
+    """GPU allocation % at each arrived-demand % 0..``top``: the mean allocation over the
+    attempts whose arrived % rounds (half to even) to it; where none does, over its
+    neighbours (k−1..k+1)."""
+    scale = capacity_gpus * 10  # milli → percent of capacity
+    arrived_pct = np.rint(np.array(out.arrived, dtype=np.float64) / scale).astype(np.int64)
+    alloc_pct = np.round(np.array(out.used, dtype=np.float64) / scale, 2)
+    sums = np.bincount(arrived_pct, weights=alloc_pct, minlength=top + 2)[: top + 2]
+    counts = np.bincount(arrived_pct, minlength=top + 2)[: top + 2]
+    curve = []
+    for k in range(top + 1):
+        if counts[k]:
+            curve.append(float(sums[k] / counts[k]))
+            continue
+        lo, hi = max(k - 1, 0), k + 2
+        n = counts[lo:hi].sum()
+        curve.append(float(sums[lo:hi].sum() / n) if n else float("nan"))
+    return curve
