@@ -170,6 +170,8 @@ def test_snapshot_save_refuses_an_output_that_is_not_a_file(tmp_path: Path) -> N
     assert res.returncode == 1 and "not a regular file" in res.stderr
     res = gangway("snapshot", "save", "-o", str(tmp_path / "no" / "s.yaml"))
     assert res.returncode == 1 and "no directory" in res.stderr
+    res = gangway("snapshot", "save", "-o", "")
+    assert res.returncode == 1 and "-o: give a file path" in res.stderr
     assert list(tmp_path.iterdir()) == []
 
 
@@ -211,3 +213,42 @@ def test_a_manifest_that_is_not_yaml_is_a_one_line_error(tmp_path: Path) -> None
     res = gangway("explain", str(path), *GPUS, "--gpu-type", "H100", "--snapshot", "example")
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert "not YAML" in res.stderr or "not valid YAML" in res.stderr
+
+
+def test_a_placed_pipeline_reads_back_as_it_was_placed(tmp_path: Path) -> None:
+    """What submit --cluster auto wrote (a product label, a hard rack) is what explain reads."""
+    res = gangway(
+        "submit", PIPE, *GPUS, "--cluster", "auto", "--dry-run", "--snapshot", "example",
+        "--gpu-type", "H100", "--within", "rack",
+    )  # fmt: skip
+    template = next(d for d in yaml.safe_load_all(res.stdout) if d["kind"] == "WorkflowTemplate")
+    placed = tmp_path / "placed.yaml"
+    placed.write_text(yaml.safe_dump(template))
+    again = gangway("explain", str(placed), *GPUS, "--snapshot", "example")
+    assert again.returncode == 0, again.stderr
+    assert "train: admit — 2 pod(s) × 8 H100" in again.stdout
+    assert "within one rack (tier 1, hard" in again.stdout
+    three = gangway("explain", str(placed), "-p", "nodes=3", "-p", "gpus-per-node=8",
+                    "--snapshot", "example")  # fmt: skip
+    assert "train: reject" in three.stdout and "in one rack; at most 2 ever fit" in three.stdout
+
+
+def test_cluster_auto_only_picks_clusters_it_can_submit_to(tmp_path: Path) -> None:
+    doc = yaml.safe_load(Path("platform/gangway/snapshot/example.yaml").read_text())
+    doc["clusters"]["ap-south"] = {**doc["clusters"]["eu-west"], "region": "eu-west-1"}
+    snap = tmp_path / "s.yaml"
+    snap.write_text(yaml.safe_dump(doc))
+    args = ["-p", "nodes=1", "-p", "gpus-per-node=4", "--gpu-type", "A100", "--snapshot", str(snap)]
+    ranked = gangway("explain", PIPE, *args, "--data-region", "eu-west-1")
+    assert "ap-south" in ranked.stdout
+    res = gangway(
+        "submit", PIPE, *args, "--data-region", "eu-west-1", "--cluster", "auto", "--dry-run"
+    )
+    assert res.returncode == 0, res.stderr
+    assert "--cluster auto: eu-west" in res.stderr or "--cluster auto: us-east" in res.stderr
+
+
+def test_gpus_are_whole_devices() -> None:
+    for value in ("0.5", "500m"):
+        res = gangway("explain", PIPE, "-p", f"gpus-per-node={value}", "--snapshot", "example")
+        assert res.returncode == 1 and "GPUs are whole devices" in res.stderr, res.stderr

@@ -121,6 +121,33 @@ def test_the_example_matches_the_example_config() -> None:
             id="checkpoint-in-the-future",
         ),
         pytest.param(
+            lambda d: d["clusters"]["us-east"]["gangs"][3].update(gpu_type="H100"),
+            "has A100 GPUs, not H100",
+            id="gang-on-nodes-of-another-model",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["gangs"][0].update(phase="Pending"),
+            "a pending gang holds no nodes",
+            id="pending-gang-holding-nodes",
+        ),
+        pytest.param(
+            lambda d: d["teams"]["research"].update(queue="research-x"),
+            "teams.research.queue: no queue 'research-x' in any cluster",
+            id="team-queue-nowhere",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["queues"]["evals"]["guarantee"].update(
+                {"gpu/H100": 99}
+            ),
+            "guarantee.gpu/H100: 99 is over its capability 16",
+            id="guarantee-over-capability",
+        ),
+        pytest.param(
+            lambda d: d["clusters"]["us-east"]["gangs"][1].update(name="pretrain-7b"),
+            "gangs: named twice: default/pretrain-7b",
+            id="gang-twice",
+        ),
+        pytest.param(
             lambda d: d["teams"]["research"].update(priority_classes=[]),
             "teams.research.priority_classes",
             id="team-without-classes",

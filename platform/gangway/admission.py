@@ -41,6 +41,7 @@ __all__ = [
     "admit",
     "admit_in",
     "amount",
+    "in_cluster",
     "views",
 ]
 
@@ -202,10 +203,14 @@ def _near(name: str, known: set[str]) -> str:
 def amount(key: str, n: int) -> str:
     """An amount of quota key ``key`` as people write it: cores, ``Gi``/``Ti``, devices."""
     if key == "cpu":
-        return f"{n / 1000:g}"
+        return _number(n / 1000)
     if key == "memory":
-        return f"{n / 2**40:g}Ti" if n >= 2**40 else f"{n / 2**30:g}Gi"
+        return f"{_number(n / 2**40)}Ti" if n >= 2**40 else f"{_number(n / 2**30)}Gi"
     return str(n)
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:.3g}"
 
 
 def _list(names: set[str]) -> str:
@@ -233,16 +238,16 @@ def admit_in(
         return ClusterDecision(name, Verdict.REJECT, f"no {w.gpu_type} nodes in {name}")
     if w.within and w.within not in state.tiers:
         return ClusterDecision(name, Verdict.REJECT, f"{name} has no {w.within} tier")
+    if view.ever(w.per_pod, w.gpu_type, w.pods, w.within) is None:
+        ever = fit(view, w.per_pod, w.gpu_type, free=view.allocatable)
+        scope, most = _largest(view, ever, w.within)
+        reason = f"needs {w.pods} pods of {what} in {scope}; at most {most} ever fit"
+        return ClusterDecision(name, Verdict.REJECT, reason)
     never = [(q, k, cap) for q, k, _used, cap in over_capability(w, view, queue, empty=True)]
     if never:
         q, k, cap = never[0]
         need = amount(k, w.total(k))
         reason = f"needs {need} {k}, more than queue {q}'s capability ({amount(k, cap)})"
-        return ClusterDecision(name, Verdict.REJECT, reason)
-    if view.ever(w.per_pod, w.gpu_type, w.pods, w.within) is None:
-        ever = fit(view, w.per_pod, w.gpu_type, free=view.allocatable)
-        scope, most = _largest(view, ever, w.within)
-        reason = f"needs {w.pods} pods of {what} in {scope}; at most {most} ever fit"
         return ClusterDecision(name, Verdict.REJECT, reason)
     over = over_capability(w, view, queue)
     counts = fit(view, w.per_pod, w.gpu_type)
@@ -282,6 +287,15 @@ def _where(a: Assignment) -> str:
     return f"fits now {scope} on {nodes} node(s)"
 
 
+def in_cluster(w: Workload, view: ClusterView) -> Workload:
+    """``w`` with a tier given by number (a Job's hard ``networkTopology``) named as this
+    cluster names it; beyond its widest tier, no constraint."""
+    tiers = view.state.tiers
+    if w.within is None and w.max_tier is not None and 1 <= w.max_tier <= len(tiers):
+        return replace(w, within=tiers[w.max_tier - 1])
+    return w
+
+
 def admit(workload: Workload, snapshot: Snapshot, *, cluster: str | None = None) -> Decision:
     """The admission decision for ``workload`` over ``snapshot`` (every cluster, or one)."""
     w, problems = _resolve(workload, snapshot)
@@ -295,7 +309,9 @@ def admit(workload: Workload, snapshot: Snapshot, *, cluster: str | None = None)
         return Decision(w, Verdict.REJECT, (Problem("cluster", f"no {cluster!r} ({known})"),))
     chosen = [all_views[cluster]] if cluster else list(all_views.values())
     rows = tuple(
-        admit_in(w, v, priority=priority, preempting=preempting, now=snapshot.taken_at)
+        admit_in(
+            in_cluster(w, v), v, priority=priority, preempting=preempting, now=snapshot.taken_at
+        )
         for v in chosen
     )
     return Decision(w, min(r.verdict for r in rows), (), rows)

@@ -3,6 +3,7 @@ no key given twice, every failure one line that names the file."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +11,18 @@ import yaml
 
 from gangway.errors import PermanentError
 
-__all__ = ["read_mapping"]
+__all__ = ["read_mapping", "yaml_problem"]
 
 
-class _UniqueKeys(yaml.SafeLoader):
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
+
+
+class _UniqueKeys(_Base):  # type: ignore[misc]
     """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last one
     silently: a second ``research:`` would replace the first)."""
 
 
-def _mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, object]:
+def _mapping(loader: Any, node: yaml.MappingNode) -> dict[object, object]:
     keys = [loader.construct_object(k) for k, _ in node.value]
     twice = sorted({str(k) for k in keys if keys.count(k) > 1})
     if twice:
@@ -26,24 +30,46 @@ def _mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, ob
         raise yaml.constructor.ConstructorError(
             None, None, f"key(s) {', '.join(twice)} given twice in the mapping at line {line}"
         )
-    return loader.construct_mapping(node)
+    mapping: dict[object, object] = loader.construct_mapping(node)
+    return mapping
 
 
 _UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise json.JSONDecodeError(f"key(s) {', '.join(twice)} given twice", "", 0)
+    return dict(pairs)
+
+
 def read_mapping(path: str | Path, *, expected: str) -> dict[str, Any]:
-    """The mapping in the YAML (or JSON) file at ``path``; ``expected`` says what its top-level
-    keys should be, for the error when it is not a mapping."""
+    """The mapping in the YAML file at ``path`` (JSON for a ``.json`` file); ``expected`` says
+    what its top-level keys should be, for the error when it is not a mapping."""
     where = str(path)
     try:
-        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeys)
+        text = Path(path).read_text(encoding="utf-8")
+        if str(path).endswith(".json"):
+            raw = json.loads(text, object_pairs_hook=_unique_pairs)
+        else:
+            raw = yaml.load(text, Loader=_UniqueKeys)
     except OSError as e:
         raise PermanentError(f"{where}: cannot read it: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise PermanentError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise PermanentError(f"{where}: not valid JSON: {e}") from None
     except yaml.YAMLError as e:
         raise PermanentError(f"{where}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise PermanentError(f"{where}: expected a mapping ({expected})")
     return raw
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong, and where (``line 3, column 7``)."""
+    what = getattr(e, "problem", None) or str(e).splitlines()[0]
+    mark = getattr(e, "problem_mark", None)
+    return f"{what} at line {mark.line + 1}, column {mark.column + 1}" if mark else str(what)

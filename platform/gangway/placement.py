@@ -23,7 +23,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gangway.admission import ClusterDecision, Decision, Verdict, admit, amount, views
+from gangway.admission import (
+    ClusterDecision,
+    Decision,
+    Verdict,
+    admit,
+    amount,
+    in_cluster,
+    views,
+)
 from gangway.capacity import ClusterView, fit, quota_keys
 from gangway.snapshot.model import Snapshot
 from gangway.workload import Workload
@@ -104,6 +112,8 @@ def _score(w: Workload, view: ClusterView, d: ClusterDecision) -> Option:
     pending = view.pending.get(queue, 0) - itself
     if pending:
         notes.append(f"{pending} gang(s) already pending in {queue}")
+    if d.verdict == Verdict.REJECT:
+        notes = []  # its reason says it all
     factors = {
         "locality": locality,
         "headroom": _headroom(w, view, w.pods if d.assignment else 0),
@@ -122,11 +132,15 @@ def place(workload: Workload, snapshot: Snapshot, *, cluster: str | None = None)
     all_views = views(snapshot)
     w = decision.workload
     options = sorted(
-        (_score(w, all_views[d.cluster], d) for d in decision.clusters),
+        (
+            _score(in_cluster(w, all_views[d.cluster]), all_views[d.cluster], d)
+            for d in decision.clusters
+        ),
         key=lambda o: (o.decision.verdict, -o.score, o.cluster),
     )
     best = options[0] if options and options[0].decision.verdict != Verdict.REJECT else None
-    return Placement(decision, tuple(options), _topology(w, snapshot, best))
+    topology = _topology(in_cluster(w, all_views[best.cluster]), snapshot, best) if best else None
+    return Placement(decision, tuple(options), topology)
 
 
 def _topology(w: Workload, snapshot: Snapshot, best: Option | None) -> Topology | None:

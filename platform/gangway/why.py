@@ -57,7 +57,7 @@ def why_pending(
                 job,
                 name=group.name if group else name,  # as the snapshot knows the gang
                 team=None,
-                gpu_products=state.gpu_products,
+                product_models={p: m for m, p in state.gpu_products.items()},
                 tiers=state.tiers,
             )
             decision = place(w, snapshot, cluster=cluster)

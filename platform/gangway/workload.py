@@ -35,6 +35,9 @@ class Workload:
     """The GPU model (the config's name); None: any model (or no GPUs)."""
     within: str | None = None
     """The topology tier the whole gang must stay within (``rack``); None: anywhere."""
+    max_tier: int | None = None
+    """The same by number (1 = closest), as a Job's hard ``networkTopology`` says it when the
+    cluster, and so the tiers' names, is not known yet."""
     data_region: str | None = None
     """The region its input data is in (for locality); None: unknown."""
     namespace: str = "default"
@@ -70,22 +73,25 @@ def workload_of_job(
     *,
     name: str,
     team: str | None,
-    gpu_products: Mapping[str, str] | None = None,
+    product_models: Mapping[str, str] | None = None,
     tiers: list[str] | None = None,
     fields: Mapping[str, str] | None = None,
 ) -> Workload:
     """The workload of a Volcano Job manifest: its pods (every task, each pod sized as the
     largest task's), queue, priority class, the GPU model its node selector asks for
-    (``gpu_products`` maps a product label back to the config's name) and the topology tier
+    (``product_models`` maps a product label back to the config's name) and the topology tier
     its ``networkTopology`` allows (``tiers``: the cluster's, closest first)."""
     from gangway.volcano.demand import job_demand
 
     d = job_demand(job)
-    product_to_type = {v: k for k, v in (gpu_products or {}).items()}
-    gpu_type = product_to_type.get(d.gpu_product, d.gpu_product) if d.gpu_product else None
-    within = None
+    models = product_models or {}
+    gpu_type = models.get(d.gpu_product, d.gpu_product) if d.gpu_product else None
+    within, max_tier = None, d.highest_tier
     if d.highest_tier is not None and tiers and 1 <= d.highest_tier <= len(tiers):
-        within = tiers[d.highest_tier - 1]
+        within, max_tier = tiers[d.highest_tier - 1], None
+    if not d.gpus_whole:
+        where = (fields or {}).get("per_pod", "the pods' GPU requests")
+        raise PermanentError(f"{where}: GPUs are whole devices; request 1, 2, … per pod")
     try:
         per_pod = Amount(cpu=f"{d.cpu_millis}m", memory=d.memory, gpus=d.gpus)
     except ValidationError as e:
@@ -101,6 +107,7 @@ def workload_of_job(
         priority_class=d.priority_class,
         gpu_type=gpu_type,
         within=within,
+        max_tier=max_tier,
         namespace=d.namespace or "default",
         fields=dict(fields or {}),
     )
@@ -111,13 +118,14 @@ def gang_workloads(
     values: Mapping[str, str],
     *,
     data_region: str | None = None,
-    gpu_products: Mapping[str, str] | None = None,
+    product_models: Mapping[str, str] | None = None,
 ) -> list[Workload]:
     """The gangs a pipeline (a compiled Workflow or WorkflowTemplate) would create with the
     parameter ``values``: each gang step's Job, filled as Argo would fill it, as a workload
     named after its task. Values only a run knows (another task's outputs) stay blank. Errors
     about a workload name the ``-p`` parameter (or label) that sets the field. A Job that
-    already selects a GPU product is read back as the model ``gpu_products`` maps it from."""
+    already selects a GPU product is read back as its model (``product_models``: product →
+    model)."""
     from gangway.argo.scope import parameter_values, workflow_scope, workflow_spec
     from gangway.contract import PRIORITY_CLASS_PARAM, QUEUE_LABEL, TEAM_LABEL
     from gangway.lint.values import with_values
@@ -145,7 +153,11 @@ def gang_workloads(
             "within": "--within",
         }
         w = workload_of_job(
-            job, name=task, team=labels.get(TEAM_LABEL), gpu_products=gpu_products, fields=fields
+            job,
+            name=task,
+            team=labels.get(TEAM_LABEL),
+            product_models=product_models,
+            fields=fields,
         )
         out.append(replace(w, queue=w.queue or labels.get(QUEUE_LABEL), data_region=data_region))
     return out
@@ -163,6 +175,7 @@ def _gang_jobs(
 
     from gangway.argo.scope import inputs_scope
     from gangway.argo.substitution import fill_known
+    from gangway.documents import yaml_problem
     from gangway.volcano.gang import is_job
 
     templates = {t.get("name"): t for t in spec.get("templates") or []}
@@ -181,7 +194,7 @@ def _gang_jobs(
                 job = yaml.safe_load(text)
             except yaml.YAMLError as e:
                 raise PermanentError(
-                    f"task {task.get('name')}: its manifest is not YAML: {e}"
+                    f"task {task.get('name')}: its manifest is not YAML: {yaml_problem(e)}"
                 ) from None
             if is_job(job):
                 params = {k: m.group(1) for k, v in raw.items() if (m := _WORKFLOW_PARAM.match(v))}
@@ -205,7 +218,8 @@ def place_gangs(
 ) -> dict[str, Any]:
     """A copy of the pipeline ``obj`` whose gang steps carry their placement: ``topologies``
     maps a gang task's name to its :class:`gangway.placement.Topology` (``every``: the one for
-    the tasks it does not name)."""
+    the tasks it does not name). Tasks that share a template get what allows all of them: the
+    widest tier, hard only when every one is."""
     import copy
 
     from gangway.argo.scope import workflow_spec
@@ -214,13 +228,25 @@ def place_gangs(
     out = copy.deepcopy(dict(obj))
     spec = workflow_spec(out)
     templates = {t.get("name"): t for t in spec.get("templates") or []}
-    for t in list(templates.values()):
+    wanted: dict[str, list[Any]] = {}
+    for t in templates.values():
         for task in (t.get("dag") or {}).get("tasks") or []:
             topo = topologies.get(str(task.get("name")), every)
-            resource = (templates.get(task.get("template")) or {}).get("resource")
-            if topo is None or not resource or not resource.get("manifest"):
-                continue
+            if topo is not None:
+                wanted.setdefault(str(task.get("template")), []).append(topo)
+    for name, topos in wanted.items():
+        resource = (templates.get(name) or {}).get("resource")
+        if not resource or not resource.get("manifest"):
+            continue
+        tiers = [t.tier for t in topos]
+        products = {t.gpu_product for t in topos}
+        try:
             resource["manifest"] = place_manifest(
-                resource["manifest"], tier=topo.tier, hard=topo.hard, gpu_product=topo.gpu_product
+                resource["manifest"],
+                tier=None if None in tiers else max(t for t in tiers if t is not None),
+                hard=all(t.hard for t in topos),
+                gpu_product=products.pop() if len(products) == 1 else None,
             )
+        except PermanentError as e:
+            raise PermanentError(f"template {name}: {e}") from None
     return out

@@ -154,9 +154,11 @@ def _auto_cluster(
     err_console.print(render_source(snap))
     for p in placements:
         err_console.print(render_placement(p))
-    cluster = _common_cluster(placements)
+    from gangway.config import load_config
+
+    cluster = _common_cluster(placements, set(load_config().clusters))
     if any(p.chosen is None or p.chosen.cluster != cluster for p in placements):
-        err_console.print(Text(f"all gangs go to {cluster}, where every one of them can run"))
+        err_console.print(Text(f"all gangs go to {cluster}, where every one of them can run:"))
         _, placements = decide_pipeline(
             pipeline,
             params,
@@ -166,20 +168,23 @@ def _auto_cluster(
             data_region=data_region,
             cluster=cluster,
         )
+        for p in placements:
+            err_console.print(render_placement(p))
     tops = {p.decision.workload.name: p.topology for p in placements if p.topology}
     err_console.print(f"--cluster auto: {cluster}")
     return cluster, place_gangs(obj, tops)
 
 
-def _common_cluster(placements: list[Any]) -> str:
-    """The first gang's best cluster among those where no gang is rejected."""
+def _common_cluster(placements: list[Any], known: set[str]) -> str:
+    """The first gang's best cluster among those of the platform config (``known``: where
+    submit can send) where no gang is rejected."""
     from gangway.admission import Verdict
 
-    able: set[str] | None = None
+    able = set(known)
     for p in placements:
         fine = {o.cluster for o in p.options if o.decision.verdict != Verdict.REJECT}
-        able = fine if able is None else able & fine
-    first: list[str] = [o.cluster for o in placements[0].options if o.cluster in (able or set())]
+        able &= fine
+    first: list[str] = [o.cluster for o in placements[0].options if o.cluster in able]
     if not first:
         which = "this" if len(placements) == 1 else "every gang of this pipeline"
         raise PermanentError(f"--cluster auto: no cluster can ever run {which}; nothing was sent")

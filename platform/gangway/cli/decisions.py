@@ -113,7 +113,7 @@ def _evictions(cluster: str, plan: object) -> Table:
         title_justify="left",
     )
     for col in ("gang", "queue", "priority", "pods", "rule", "lost GPU-h"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for v in plan.victims:
         g = v.gang
         lost = "unknown" if v.lost_gpu_hours is None else f"{v.lost_gpu_hours:.1f}"
@@ -147,15 +147,16 @@ def _queue_table(name: str, c: ClusterState) -> Table:
 
     view = ClusterView.of(name, c)
     t = Table(title=f"{name} ({c.region}): queues", header_style="bold", title_justify="left")
-    t.add_column("queue", no_wrap=True)
-    t.add_column("run/wait", justify="right", no_wrap=True)
-    t.add_column("resource", no_wrap=True)
+    t.add_column("queue", overflow="fold")
+    t.add_column("run/wait", justify="right", overflow="fold")
+    t.add_column("resource", overflow="fold")
     for col in ("used", "guarantee", "deserved", "capability"):
-        t.add_column(col, justify="right", no_wrap=True)
+        t.add_column(col, justify="right", overflow="fold")
     for qname, depth in _tree(c):
         q = c.queues[qname]
-        run = sum(1 for g in c.gangs if g.queue == qname and g.phase == "Running")
-        pend = sum(1 for g in c.gangs if g.queue == qname and g.phase == "Pending")
+        inside = view.subtree(qname)  # a parent counts its children's gangs, as its usage does
+        run = sum(1 for g in c.gangs if g.queue in inside and g.phase == "Running")
+        pend = sum(1 for g in c.gangs if g.queue in inside and g.phase == "Pending")
         named = {*q.guarantee, *q.deserved, *q.capability, *view.usage.get(qname, {})}
         keys = sorted(k for k in named if k.startswith("gpu"))
         rows = [*keys, *(k for k in ("cpu", "memory") if k in named)]

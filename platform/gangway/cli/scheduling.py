@@ -105,26 +105,42 @@ def save_cmd(
     the platform config, as one YAML file (`--snapshot FILE` of explain, queues, why)."""
     from gangway.snapshot import dump_snapshot
 
-    _check_output(output)
+    target = _check_output(output)
     snap = read_snapshot(None, cluster, hint="check the kube contexts of the platform config")
     if tracking_uri:
         snap = _with_checkpoints(snap, tracking_uri)
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(dump_snapshot(snap), encoding="utf-8")
-        tmp.replace(output)
+        tmp.replace(target)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise PermanentError(f"-o {output}: cannot write it: {e.strerror or e}") from None
     console.print(f"wrote {output} ({len(snap.clusters)} cluster(s))")
 
 
-def _check_output(output: Path) -> None:
-    """Refuse an ``-o`` that cannot take a file before minutes of reading clusters."""
-    if output.exists() and not output.is_file():
+def _not_in_snapshot(name: str, snap: Any) -> PermanentError:
+    import difflib
+
+    known = sorted(snap.clusters)
+    near = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return PermanentError(f"--cluster {name}: not in the snapshot ({', '.join(known)}){hint}")
+
+
+def _check_output(output: Path) -> Path:
+    """Where ``-o`` writes (through a symlink, to its target), refused before minutes of
+    reading clusters when it cannot take a file."""
+    if str(output) in ("", "."):
+        raise PermanentError("-o: give a file path (.yaml)")
+    target = output.resolve() if output.is_symlink() else output
+    if target.exists() and not target.is_file():
         raise PermanentError(f"-o {output}: not a regular file; give a file path (.yaml)")
-    if not output.parent.is_dir():
-        raise PermanentError(f"-o {output}: no directory {output.parent}")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise PermanentError(f"-o {output}: not writable")
+    if not target.parent.is_dir():
+        raise PermanentError(f"-o {output}: no directory {target.parent}")
+    return target
 
 
 def _with_checkpoints(snap: Any, tracking_uri: str) -> Any:
@@ -174,8 +190,7 @@ def queues_cmd(
 
     snap = read_snapshot(snapshot, [cluster] if cluster and not snapshot else None)
     if cluster and cluster not in snap.clusters:
-        known = ", ".join(sorted(snap.clusters))
-        raise PermanentError(f"--cluster {cluster}: not in the snapshot ({known})")
+        raise _not_in_snapshot(cluster, snap)
     console.print(render_queues(snap, cluster))
 
 
@@ -211,12 +226,11 @@ def decide_pipeline(
         )
     region = data_region or region_of(params.values(), cfg.storage.buckets)
     products = {p: m for c in cfg.clusters.values() for m, p in c.gpu_products.items()}
-    gangs = gang_workloads(obj, params, data_region=region, gpu_products=products)
+    gangs = gang_workloads(obj, params, data_region=region, product_models=products)
     if not gangs:
         raise PermanentError(f"{pipeline}: no gang step (Volcano Job) to place")
     if cluster and cluster not in snapshot.clusters:
-        known = ", ".join(sorted(snapshot.clusters))
-        raise PermanentError(f"--cluster {cluster}: not in the snapshot ({known})")
+        raise _not_in_snapshot(cluster, snapshot)
     placements = [
         place(
             replace(w, gpu_type=gpu_type or w.gpu_type, within=within or w.within),
@@ -300,7 +314,6 @@ def why_cmd(
     objs = list_workflow_gangs(c.kube_context, namespace, workflow)
     snap = read_snapshot(snapshot, [c.name])
     if c.name not in snap.clusters:
-        known = ", ".join(sorted(snap.clusters))
-        raise PermanentError(f"--cluster {c.name}: not in the snapshot ({known})")
+        raise _not_in_snapshot(c.name, snap)
     gangs = why_pending(workflow, objs, snap, cluster=c.name)
     console.print(render_why(workflow, c.name, gangs))

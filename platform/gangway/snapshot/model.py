@@ -122,7 +122,7 @@ class Gang(_Model):
     namespace: str = "default"
     queue: str
     priority_class: str | None = None
-    priority: int = 0
+    priority: int = Field(0, strict=True)
     pods: int = Field(ge=1, le=1_000_000)
     per_pod: Amount
     gpu_type: str | None = Field(None, min_length=1)

@@ -30,6 +30,8 @@ class JobDemand:
     cpu_millis: int
     memory: int
     gpus: int
+    gpus_whole: bool
+    """Whether every pod asks for a whole number of GPUs (Kubernetes allows nothing else)."""
     queue: str | None
     priority_class: str | None
     gpu_product: str | None
@@ -48,7 +50,7 @@ def _quantity(v: Any) -> Decimal:
         return Decimal(0)
 
 
-def _requests(pod: Mapping[str, Any]) -> tuple[int, int, int]:
+def _requests(pod: Mapping[str, Any]) -> tuple[int, int, Decimal]:
     """CPU (millicores), memory (bytes) and GPUs a pod requests: the sum over its containers
     (limits where a request is absent, as Kubernetes defaults them)."""
     cpu = mem = gpu = Decimal(0)
@@ -59,7 +61,7 @@ def _requests(pod: Mapping[str, Any]) -> tuple[int, int, int]:
         mem += _quantity(want.get("memory", 0))
         gpu += _quantity(want.get(GPU_RESOURCE, 0))
     up = ROUND_CEILING
-    return int(cpu.to_integral_value(up)), int(mem.to_integral_value(up)), int(gpu)
+    return int(cpu.to_integral_value(up)), int(mem.to_integral_value(up)), gpu
 
 
 def _int(v: Any) -> int | None:
@@ -76,7 +78,9 @@ def job_demand(job: Mapping[str, Any]) -> JobDemand:
     spec = job.get("spec") or {}
     tasks = spec.get("tasks") or []
     pods = _int(spec.get("minAvailable")) or sum(_int(t.get("replicas")) or 0 for t in tasks)
-    shapes = [_requests((t.get("template") or {}).get("spec") or {}) for t in tasks] or [(0, 0, 0)]
+    shapes = [_requests((t.get("template") or {}).get("spec") or {}) for t in tasks] or [
+        (0, 0, Decimal(0))
+    ]
     selectors = [
         ((t.get("template") or {}).get("spec") or {}).get("nodeSelector") or {} for t in tasks
     ]
@@ -86,7 +90,8 @@ def job_demand(job: Mapping[str, Any]) -> JobDemand:
         pods=pods,
         cpu_millis=max(s[0] for s in shapes),
         memory=max(s[1] for s in shapes),
-        gpus=max(s[2] for s in shapes),
+        gpus=int(max(s[2] for s in shapes)),
+        gpus_whole=all(s[2] == s[2].to_integral_value() for s in shapes),
         queue=spec.get("queue") or None,
         priority_class=spec.get("priorityClassName") or None,
         gpu_product=str(product) if product else None,
@@ -135,9 +140,10 @@ def place_manifest(text: str, *, tier: int | None, hard: bool, gpu_product: str 
     try:
         raw = yaml.safe_load(protected)
     except yaml.YAMLError as e:
+        from gangway.documents import yaml_problem
         from gangway.errors import PermanentError
 
-        raise PermanentError(f"a resource template's manifest is not YAML: {e}") from None
+        raise PermanentError(f"its manifest is not YAML: {yaml_problem(e)}") from None
     if not is_job(raw):
         return text  # another kind of resource: nothing to place
     job = with_placement(raw, tier=tier, hard=hard, gpu_product=gpu_product)
