@@ -246,6 +246,11 @@ def test_a_second_run_of_the_same_workflow_is_refused_and_leftovers_are_killed(
     orphan = subprocess.Popen(
         ["sleep", "300"], env={**os.environ, PROC_ENV: f"{run.saved.uid}.abc123.1"}
     )
+    # Between fork and exec the child still shows the parent's environment: wait for its own.
+    environ = Path(f"/proc/{orphan.pid}/environ")
+    deadline = time.monotonic() + 10
+    while PROC_ENV.encode() not in environ.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         with hold(run) as leftovers:
             assert leftovers == [orphan.pid]
