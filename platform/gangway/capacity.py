@@ -24,20 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gangway.snapshot.model import Amount, ClusterState, Gang, quota_key
+from gangway.snapshot.model import Amount, ClusterState, Gang, quota_keys
 
-__all__ = ["Assignment", "ClusterView", "assign", "fit", "quota_keys"]
+__all__ = ["Assignment", "ClusterView", "add_request", "assign", "fit"]
 
 Ints = npt.NDArray[np.int64]
 UNLIMITED = np.int64(1 << 40)
 
 
-def quota_keys(gpu_type: str | None, gpus: int) -> tuple[str, ...]:
-    """The quota keys a pod shape counts against."""
-    keys: tuple[str, ...] = ("cpu", "memory")
-    if gpus:
-        keys += ("gpu",) + ((quota_key(gpu_type),) if gpu_type else ())
-    return keys
+def add_request(into: dict[str, int], gang: Gang, sign: int = 1) -> None:
+    """Add (``sign`` −1: take away) what ``gang`` requests, key by key, to ``into``."""
+    for key in quota_keys(gang.gpu_type, gang.per_pod.gpus):
+        into[key] = into.get(key, 0) + sign * gang.total(key)
 
 
 @dataclass
@@ -206,22 +204,23 @@ class ClusterView:
 
     def _count(self, gang: Gang, sign: int) -> None:
         for q in self.ancestors(gang.queue):
-            used = self.usage.setdefault(q, {})
-            for key in quota_keys(gang.gpu_type, gang.per_pod.gpus):
-                used[key] = used.get(key, 0) + sign * gang.total(key)
+            add_request(self.usage.setdefault(q, {}), gang, sign)
 
     def used(self, queue: str, key: str) -> int:
         return self.usage.get(queue, {}).get(key, 0)
 
     def hold(self, gang: Gang, placement: dict[int, int]) -> Gang:
         """Gang ``gang`` starts with ``placement`` (node index → pods); the running gang."""
-        self._move(gang, placement, -1)
         running = gang.model_copy(
             update={
                 "phase": "Running",
                 "placement": {self.nodes[i]: k for i, k in placement.items()},
             }
         )
+        self._rows.pop(gang.key, None)
+        rows, amounts = self.rows(running)
+        self.free[rows] -= amounts
+        self._count(running, +1)
         before = self.gangs.get(gang.key)
         if before is not None and before.phase == "Pending":
             self.pending[gang.queue] -= 1
@@ -238,19 +237,18 @@ class ClusterView:
         current = self.gangs.get(gang.key)
         if current is None or current.phase != "Running":
             raise ValueError(f"{gang.key} is not running here: nothing to release")
-        self._move(current, {self.index[n]: k for n, k in current.placement.items()}, +1)
+        self.give_back(self.free, current)
+        self._count(current, -1)
         self.gangs.pop(gang.key, None)
         self._rows.pop(gang.key, None)
         self.running.get(gang.queue, {}).get(gang.priority, {}).pop(gang.key, None)
         self._ranked.pop((gang.queue, gang.priority), None)
 
-    def _move(self, gang: Gang, placement: dict[int, int], sign: int) -> None:
-        p = gang.per_pod
-        for i, k in placement.items():
-            self.free[i] += sign * k * np.array((p.cpu, p.memory, p.gpus), dtype=np.int64)
-        if sign > 0:  # never more than allocatable: a cordoned node gets nothing back
-            np.minimum(self.free, self.allocatable, out=self.free)
-        self._count(gang, -sign)
+    def give_back(self, free: Ints, gang: Gang) -> None:
+        """Add what running ``gang`` holds back onto ``free`` (the view's, or a copy being
+        planned on) — never beyond a node's allocatable: a cordoned node gets nothing back."""
+        rows, amounts = self.rows(gang)  # a gang's rows are distinct nodes
+        free[rows] = np.minimum(free[rows] + amounts, self.allocatable[rows])
 
     def has_type(self, gpu_type: str | None) -> bool:
         return gpu_type in self.types
@@ -286,9 +284,6 @@ class Assignment:
     """Node index → pods."""
     slots_left: int
     """Free pod slots of this shape left in the domain afterwards (fragmentation)."""
-
-    def node_names(self, view: ClusterView) -> dict[str, int]:
-        return {view.nodes[i]: k for i, k in sorted(self.nodes.items())}
 
 
 def _fill(counts: Ints, order: Ints, pods: int) -> dict[int, int]:

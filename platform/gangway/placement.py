@@ -32,8 +32,8 @@ from gangway.admission import (
     in_cluster,
     views,
 )
-from gangway.capacity import ClusterView, fit, quota_keys
-from gangway.snapshot.model import Snapshot
+from gangway.capacity import ClusterView
+from gangway.snapshot.model import ClusterState, Snapshot, quota_keys
 from gangway.workload import Workload
 
 __all__ = ["WEIGHTS", "Option", "Placement", "Topology", "place"]
@@ -77,7 +77,7 @@ class Placement:
 
 def _headroom(w: Workload, view: ClusterView, placed_pods: int) -> float:
     i = 2 if w.per_pod.gpus else 0
-    mask = fit(view, w.per_pod, w.gpu_type, free=view.allocatable) > 0
+    mask = view.ever_mask(w.per_pod, w.gpu_type)
     total = int(view.allocatable[mask, i].sum())
     if total <= 0:
         return 0.0
@@ -139,14 +139,15 @@ def place(workload: Workload, snapshot: Snapshot, *, cluster: str | None = None)
         key=lambda o: (o.decision.verdict, -o.score, o.cluster),
     )
     best = options[0] if options and options[0].decision.verdict != Verdict.REJECT else None
-    topology = _topology(in_cluster(w, all_views[best.cluster]), snapshot, best) if best else None
+    topology = None
+    if best is not None:
+        view = all_views[best.cluster]
+        topology = _topology(in_cluster(w, view), best, view.state)
     return Placement(decision, tuple(options), topology)
 
 
-def _topology(w: Workload, snapshot: Snapshot, best: Option | None) -> Topology | None:
-    if best is None:
-        return None
-    state = snapshot.clusters[best.cluster]
+def _topology(w: Workload, best: Option, state: ClusterState) -> Topology:
+    """What the chosen option writes on the Job (see the module docstring)."""
     a = best.decision.assignment
     if w.within:  # hard: never wider than asked (the chosen domain may be closer still)
         tier: int | None = state.tiers.index(w.within) + 1

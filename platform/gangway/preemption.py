@@ -22,14 +22,14 @@ when evicting would make room (:attr:`Preemption.volcano_acts` is False).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
-from gangway.capacity import Assignment, ClusterView, Ints, assign, fit, quota_keys
-from gangway.snapshot.model import Gang, quota_key
+from gangway.capacity import Assignment, ClusterView, Ints, add_request, assign, fit
+from gangway.snapshot.model import Gang, quota_key, quota_keys
 from gangway.workload import Workload
 
 __all__ = ["Preemption", "Victim", "lost_gpu_hours", "over_capability", "plan_preemption"]
@@ -156,42 +156,17 @@ Gone = dict[str, dict[str, int]]
 """Queue → quota key → what the victims taken so far from that queue hold."""
 
 
-def _gone(victims: Sequence[Gang]) -> Gone:
-    out: Gone = {}
-    for g in victims:
-        _take(out, g)
-    return out
-
-
-def _take(gone: Gone, g: Gang, sign: int = 1) -> None:
-    per = gone.setdefault(g.queue, {})
-    p = g.per_pod
-    amounts = [("cpu", p.cpu), ("memory", p.memory)]
-    if p.gpus:
-        amounts.append(("gpu", p.gpus))
-        if g.gpu_type:
-            amounts.append((quota_key(g.gpu_type), p.gpus))
-    for key, n in amounts:
-        per[key] = per.get(key, 0) + sign * n * g.pods
-
-
 def _gone_below(view: ClusterView, q: str, key: str, gone: Gone) -> int:
     inside = view.subtree(q)
     return sum(amounts.get(key, 0) for x, amounts in gone.items() if x in inside)
 
 
 def over_capability(
-    w: Workload,
-    view: ClusterView,
-    queue: str,
-    victims: Sequence[Gang] | Gone = (),
-    *,
-    empty: bool = False,
+    w: Workload, view: ClusterView, queue: str, gone: Gone | None = None, *, empty: bool = False
 ) -> list[tuple[str, str, int, int]]:
     """``(queue, key, used, capability)`` for each queue (``queue`` and its parents) whose
-    capability ``w`` would exceed once ``victims`` are gone (``empty``: with nothing else
-    running — whether it can ever be admitted)."""
-    gone = victims if isinstance(victims, dict) else _gone(victims)
+    capability ``w`` would exceed once ``gone`` is (``empty``: with nothing else running —
+    whether it can ever be admitted)."""
     out = []
     for q, key, cap in view.capabilities(queue, quota_keys(w.gpu_type, w.per_pod.gpus)):
         used = 0 if empty else view.used(q, key)
@@ -271,10 +246,9 @@ def plan_preemption(
         if not _still_over(view, queue, gone, g) or not _keeps_guarantee(view, queue, gone, g):
             continue
         taken.append(g)
-        _take(gone, g)
+        add_request(gone.setdefault(g.queue, {}), g)
         rules[g.key] = rule
-        rows, amounts = view.rows(g)  # a gang's rows are distinct nodes
-        free[rows] = np.minimum(free[rows] + amounts, view.allocatable[rows])
+        view.give_back(free, g)
         room += _amount(g, w)
         if room < check_at:
             continue  # not enough freed yet, wherever it lands: skip the full check
@@ -292,7 +266,7 @@ def plan_preemption(
         rows, amounts = view.rows(g)
         trial = free.copy()  # what the others free: this one's share taken back out
         trial[rows] = np.maximum(trial[rows] - amounts, view.free[rows])
-        _take(gone, g, -1)
+        add_request(gone[g.queue], g, -1)
         if not set(rows.tolist()) & found.nodes.keys():  # the placement does not need it
             again = None if over_capability(w, view, queue, gone) else found
         else:
@@ -301,7 +275,7 @@ def plan_preemption(
             taken, found, free = [t for t in taken if t is not g], again, trial
             room -= _amount(g, w)
         else:
-            _take(gone, g)
+            add_request(gone[g.queue], g)
     victims = tuple(Victim(g, rules[g.key], lost_gpu_hours(g, now)) for g in taken)
     hard = w.within is not None
     return Preemption(victims, found, volcano_acts=not hard, note=HARD_TOPOLOGY if hard else None)

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gangway.errors import PermanentError
-from gangway.snapshot.model import Amount
+from gangway.snapshot.model import Amount, requested
 
 __all__ = ["Workload", "gang_workloads", "place_gangs", "region_of", "workload_of_job"]
 
@@ -50,15 +50,7 @@ class Workload:
 
     def total(self, key: str) -> int:
         """The gang's whole request of quota key ``key`` (see :mod:`gangway.snapshot.model`)."""
-        if key == "cpu":
-            return self.per_pod.cpu * self.pods
-        if key == "memory":
-            return self.per_pod.memory * self.pods
-        if key == "gpu":
-            return self.per_pod.gpus * self.pods
-        if key == f"gpu/{self.gpu_type}":
-            return self.per_pod.gpus * self.pods
-        return 0
+        return requested(self.per_pod, self.pods, self.gpu_type, key)
 
     def shape(self) -> str:
         """``4 pods × 8 H100, 32 CPU, 256Gi``."""

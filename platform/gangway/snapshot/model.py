@@ -37,6 +37,8 @@ __all__ = [
     "Snapshot",
     "TeamInfo",
     "quota_key",
+    "quota_keys",
+    "requested",
 ]
 
 
@@ -103,6 +105,25 @@ def quota_key(gpu_type: str | None) -> str:
     return f"gpu/{gpu_type}" if gpu_type else "gpu"
 
 
+def quota_keys(gpu_type: str | None, gpus: int) -> tuple[str, ...]:
+    """The quota keys a pod shape counts against."""
+    keys: tuple[str, ...] = ("cpu", "memory")
+    if gpus:
+        keys += ("gpu",) + ((quota_key(gpu_type),) if gpu_type else ())
+    return keys
+
+
+def requested(per_pod: Amount, pods: int, gpu_type: str | None, key: str) -> int:
+    """What ``pods`` pods of ``per_pod`` (GPUs of ``gpu_type``) request of quota ``key``."""
+    if key == "gpu":
+        return per_pod.gpus * pods
+    if key == "cpu":
+        return per_pod.cpu * pods
+    if key == "memory":
+        return per_pod.memory * pods
+    return per_pod.gpus * pods if gpu_type and key == quota_key(gpu_type) else 0
+
+
 class Node(_Model):
     name: str
     gpu_type: str | None = Field(None, min_length=1)
@@ -143,14 +164,7 @@ class Gang(_Model):
 
     def total(self, key: str) -> int:
         """The gang's whole request of quota ``key``."""
-        p = self.per_pod
-        if key == "gpu":
-            return p.gpus * self.pods
-        if key == "cpu":
-            return p.cpu * self.pods
-        if key == "memory":
-            return p.memory * self.pods
-        return p.gpus * self.pods if key == quota_key(self.gpu_type) else 0
+        return requested(self.per_pod, self.pods, self.gpu_type, key)
 
 
 def _quota(v: object) -> dict[str, int]:
