@@ -327,3 +327,16 @@ def load_snapshot_text(text: str) -> Any:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
     return load_snapshot(Path(f.name))
+
+
+def test_checkpoint_times_from_lineage_go_onto_their_gangs() -> None:
+    from datetime import UTC, datetime
+
+    from gangway.snapshot import with_checkpoints
+
+    state = _recorded_cluster()
+    snap = example_snapshot().model_copy(update={"clusters": {"eu-west": state}})
+    when = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
+    marked = with_checkpoints(snap, {"wf-ft": when, "elsewhere": when})
+    times = {g.workflow: g.last_checkpoint_at for g in marked.clusters["eu-west"].gangs}
+    assert times["wf-ft"] == when and times["wf-abc"] is None

@@ -81,9 +81,7 @@ def read_snapshot(
         err_console.print(Text(message, style="yellow"))
 
     with err_console.status("reading the clusters…"):
-        if hint:
-            return live_snapshot(cfg, clusters=clusters, warn=warn, hint=hint)
-        return live_snapshot(cfg, clusters=clusters, warn=warn)
+        return live_snapshot(cfg, clusters=clusters, warn=warn, hint=hint)
 
 
 @app.command("save")
@@ -147,27 +145,17 @@ def _with_checkpoints(snap: Any, tracking_uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
     from gangway.lineage.checkpoints import last_checkpoints
+    from gangway.snapshot import with_checkpoints
 
     names = [g.workflow for c in snap.clusters.values() for g in c.gangs if g.workflow]
     try:
         marks = last_checkpoints(MlflowClient(tracking_uri=tracking_uri), names)
     except Exception as e:
-        err_console.print(f"[yellow]no checkpoint times: {tracking_uri} did not answer: {e}[/]")
-        return snap
-    clusters = {
-        n: c.model_copy(
-            update={
-                "gangs": [
-                    g.model_copy(update={"last_checkpoint_at": marks[g.workflow]})
-                    if g.workflow in marks
-                    else g
-                    for g in c.gangs
-                ]
-            }
+        err_console.print(
+            Text(f"no checkpoint times: {tracking_uri} did not answer: {e}", style="yellow")
         )
-        for n, c in snap.clusters.items()
-    }
-    return snap.model_copy(update={"clusters": clusters})
+        return snap
+    return with_checkpoints(snap, marks)
 
 
 @app.command("show")

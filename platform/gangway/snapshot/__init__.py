@@ -7,6 +7,8 @@ the platform config (:mod:`gangway.snapshot.live`, the only part that talks to a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -16,7 +18,7 @@ from gangway.errors import PermanentError
 from gangway.snapshot.checks import problems
 from gangway.snapshot.model import Snapshot
 
-__all__ = ["EXAMPLE_SNAPSHOT", "Snapshot", "dump_snapshot", "load_snapshot"]
+__all__ = ["EXAMPLE_SNAPSHOT", "Snapshot", "dump_snapshot", "load_snapshot", "with_checkpoints"]
 
 EXAMPLE_SNAPSHOT = Path(__file__).with_name("example.yaml")
 """A realistic snapshot of the example config's two clusters, shipped with Gangway."""
@@ -44,3 +46,22 @@ def dump_snapshot(snap: Snapshot) -> str:
     import yaml
 
     return yaml.safe_dump(snap.model_dump(mode="json", exclude_defaults=True), sort_keys=False)
+
+
+def with_checkpoints(snap: Snapshot, marks: Mapping[str, datetime]) -> Snapshot:
+    """``snap`` with each gang's last checkpoint time from ``marks`` (workflow name → when it
+    last saved one, from lineage) where it has one."""
+    clusters = {
+        name: c.model_copy(
+            update={
+                "gangs": [
+                    g.model_copy(update={"last_checkpoint_at": marks[g.workflow]})
+                    if g.workflow is not None and g.workflow in marks
+                    else g
+                    for g in c.gangs
+                ]
+            }
+        )
+        for name, c in snap.clusters.items()
+    }
+    return snap.model_copy(update={"clusters": clusters})

@@ -5,13 +5,13 @@ Volcano's Queues, PodGroups and HyperNodes of each cluster's kube context and ha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from gangway.config.model import PlatformConfig, Quota
+from gangway.config.model import PlatformConfig
 from gangway.errors import PermanentError, TransientError
-from gangway.snapshot.build import config_quota, from_config
+from gangway.snapshot.build import from_config
 from gangway.snapshot.checks import problems
 from gangway.snapshot.model import Snapshot
 from gangway.snapshot.objects import cluster_from_objects
@@ -61,30 +61,18 @@ def list_objects(context: str | None) -> list[dict[str, Any]]:
     return out
 
 
-def _extra_quota(cfg: PlatformConfig) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per-model GPU quota keys, which Volcano's Queue (one ``nvidia.com/gpu``) cannot hold."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    quotas: list[tuple[str, Quota]] = [(cfg.org_queue(o), org) for o, org in cfg.orgs.items()]
-    quotas += [(v.queue, v.quota) for v in cfg.team_views().values()]
-    for queue, q in quotas:
-        out[queue] = {
-            part: config_quota(getattr(q, part)) for part in ("guarantee", "deserved", "capability")
-        }
-    return out
-
-
 def live_snapshot(
     cfg: PlatformConfig,
     *,
     clusters: list[str] | None = None,
     lister: Callable[[str | None], list[dict[str, Any]]] = list_objects,
-    last_checkpoints: Mapping[str, datetime] | None = None,
     warn: Callable[[str], None] = lambda _m: None,
-    hint: str = "pass --snapshot FILE (e.g. one `gangway snapshot save` wrote) to decide over a "
-    "saved snapshot",
+    hint: str | None = None,
 ) -> Snapshot:
     """A snapshot of ``clusters`` (default: all the config's), read with ``lister``. A cluster
-    that cannot be reached is left out with a warning; none reachable is an error."""
+    that cannot be reached is left out with a warning; none reachable is an error (``hint``
+    says what to do instead). Queues keep the config's per-model quota keys, which a Volcano
+    Queue cannot hold."""
     base = from_config(cfg, datetime.now(UTC)).build()
     states = {}
     for name in clusters or list(cfg.clusters):
@@ -99,11 +87,17 @@ def live_snapshot(
             region=c.region,
             gpu_products=c.gpu_products,
             topology_labels=c.topology.labels,
-            extra_quota=_extra_quota(cfg),
+            extra_quota={
+                q: qs.model_dump(mode="json", include={"guarantee", "deserved", "capability"})
+                for q, qs in base.clusters[name].queues.items()
+            },
             classes=base.priority_classes,
-            last_checkpoints=last_checkpoints,
         )
     if not states:
+        hint = hint or (
+            "pass --snapshot FILE (e.g. one `gangway snapshot save` wrote) to decide over a "
+            "saved snapshot"
+        )
         raise PermanentError(f"no cluster could be read; {hint}")
     starts = [g.started_at for c in states.values() for g in c.gangs if g.started_at]
     taken = max([base.taken_at, *starts])  # the API server's clock may run ahead of ours

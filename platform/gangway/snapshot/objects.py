@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from gangway.contract import WORKFLOW_LABEL
@@ -195,11 +194,9 @@ def cluster_from_objects(
     topology_labels: Mapping[str, str] | None = None,
     extra_quota: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     classes: Mapping[str, PriorityInfo] | None = None,
-    last_checkpoints: Mapping[str, datetime] | None = None,
 ) -> ClusterState:
     """One cluster's state from its API objects (see the module docstring).
-    ``extra_quota``: queue → ``guarantee``/``deserved``/``capability`` → more quota keys;
-    ``last_checkpoints``: workflow name → when it last saved a checkpoint (lineage)."""
+    ``extra_quota``: queue → ``guarantee``/``deserved``/``capability`` → more quota keys."""
     objs = list(objs)
     kinds = _by_kind(objs)
     pods = kinds.get("Pod", [])
@@ -223,13 +220,6 @@ def cluster_from_objects(
         }
     known = {**priority_classes(objs), **(classes or {})}
     gangs = _gangs(kinds.get(PODGROUP_KIND, []), pods, nodes, known)
-    marks = last_checkpoints or {}
-    gangs = [
-        g.model_copy(update={"last_checkpoint_at": marks[g.workflow]})
-        if g.workflow is not None and g.workflow in marks
-        else g
-        for g in gangs
-    ]
     return ClusterState.model_validate(
         {
             "region": region,
