@@ -28,6 +28,7 @@ from enum import IntEnum
 import numpy as np
 
 from gangway.capacity import Assignment, ClusterView, assign, fit
+from gangway.errors import closest
 from gangway.preemption import Preemption, over_capability, plan_preemption
 from gangway.snapshot.model import Snapshot
 from gangway.workload import Workload
@@ -193,11 +194,8 @@ def _model(
 
 def _near(name: str, known: set[str]) -> str:
     """`` (did you mean 'X'?)`` for a near or differently-cased name, else nothing."""
-    import difflib
-
-    same = [k for k in known if k.lower() == name.lower()]
-    close = same or difflib.get_close_matches(name, sorted(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    near = closest(name, known)
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def amount(key: str, n: int) -> str:

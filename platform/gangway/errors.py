@@ -12,6 +12,7 @@ Code never branches on message text: it raises the class that says what to do ne
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from gangway.contract import EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
@@ -22,6 +23,7 @@ __all__ = [
     "PermanentError",
     "Preempted",
     "TransientError",
+    "closest",
     "field_errors",
 ]
 
@@ -61,3 +63,14 @@ def field_errors(e: Any, *, root: str, limit: int | None = None) -> str:
     return "; ".join(
         f"{'.'.join(str(x) for x in err['loc']) or root}: {err['msg']}" for err in errors
     )
+
+
+def closest(name: str, known: Iterable[str], *, cutoff: float = 0.6) -> str | None:
+    """The known name ``name`` most likely meant — the same but for case, else the nearest
+    spelling (:func:`difflib.get_close_matches`) — for "did you mean" hints; None if none."""
+    import difflib
+
+    names = sorted(known)
+    same = [k for k in names if k.lower() == name.lower()]
+    near = same or difflib.get_close_matches(name, names, n=1, cutoff=cutoff)
+    return near[0] if near else None

@@ -36,7 +36,7 @@ from gangway.contract import (
     WORKFLOW_LABEL,
     step_env,
 )
-from gangway.errors import PermanentError
+from gangway.errors import PermanentError, closest
 from gangway.retries import StepKind, retry_strategy
 from gangway.volcano.job import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
 
@@ -197,7 +197,6 @@ def _outputs(outputs: Sequence[str]) -> list[Parameter]:
 def _check_module(step_name: str, module: str) -> None:
     """The module a step runs must be importable here, as it will be in the image: a typo is
     a compile error naming the step, not a failure minutes into a run."""
-    import difflib
     import importlib.util
     import pkgutil
 
@@ -215,8 +214,8 @@ def _check_module(step_name: str, module: str) -> None:
         known = [f"{parent}.{m.name}" for m in pkgutil.iter_modules(where)] if where else []
     except (ImportError, ValueError):
         pass
-    close = difflib.get_close_matches(module, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else "; check module= (python -m MODULE)"
+    near = closest(module, known)
+    hint = f"; did you mean {near!r}?" if near else "; check module= (python -m MODULE)"
     raise PermanentError(f"step {step_name!r}: module {module!r} cannot be imported{hint}")
 
 

@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from gangway.cli._output import console, err_console
-from gangway.errors import PermanentError
+from gangway.errors import PermanentError, closest
 
 __all__ = [
     "GpuTypeOpt",
@@ -118,11 +118,9 @@ def save_cmd(
 
 
 def _not_in_snapshot(name: str, snap: Any) -> PermanentError:
-    import difflib
-
     known = sorted(snap.clusters)
-    near = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {near[0]!r}?" if near else ""
+    near = closest(name, known)
+    hint = f"; did you mean {near!r}?" if near else ""
     return PermanentError(f"--cluster {name}: not in the snapshot ({', '.join(known)}){hint}")
 
 
@@ -205,10 +203,8 @@ def decide_pipeline(
     _refuse_bad_values(obj, params)
     regions = {c.region for c in snapshot.clusters.values()} | set(cfg.storage.buckets)
     if data_region is not None and data_region not in regions:
-        import difflib
-
-        near = difflib.get_close_matches(data_region, sorted(regions), n=1, cutoff=0.5)
-        hint = f"; did you mean {near[0]!r}?" if near else ""
+        near = closest(data_region, regions, cutoff=0.5)
+        hint = f"; did you mean {near!r}?" if near else ""
         raise PermanentError(
             f"--data-region {data_region}: not a region ({', '.join(sorted(regions))}){hint}"
         )

@@ -9,7 +9,6 @@ defaults — image, storage root, MLflow, a team's queue and priority class — 
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from functools import lru_cache
@@ -21,7 +20,7 @@ from pydantic import ValidationError
 from gangway.config.checks import problems
 from gangway.config.model import PlatformConfig, TeamView
 from gangway.documents import read_mapping
-from gangway.errors import PermanentError
+from gangway.errors import PermanentError, closest
 
 __all__ = ["CONFIG_ENV", "EXAMPLE", "PlatformConfig", "TeamView", "config_path", "load_config"]
 
@@ -52,8 +51,8 @@ def _line(err: Any) -> str:
     path = ".".join(str(x) for x in err["loc"]) or "(the file)"
     line = f"{path}: {err['msg']}"
     if err["type"] == "extra_forbidden" and err["loc"]:
-        close = difflib.get_close_matches(str(err["loc"][-1]), sorted(_known_keys()), n=1)
-        line += f" (did you mean {close[0]!r}?)" if close else ""
+        near = closest(str(err["loc"][-1]), _known_keys())
+        line += f" (did you mean {near!r}?)" if near else ""
     return line
 
 
