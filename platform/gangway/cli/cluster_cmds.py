@@ -145,6 +145,8 @@ def _auto_cluster(
     their placement written on; the decision goes to stderr. A rejection sends nothing."""
     from gangway.cli.decisions import render_placement, render_source
     from gangway.cli.scheduling import decide_pipeline, read_snapshot
+    from gangway.config import load_config
+    from gangway.placement import place
     from gangway.workload import place_gangs
 
     snap = read_snapshot(snapshot)
@@ -154,20 +156,10 @@ def _auto_cluster(
     err_console.print(render_source(snap))
     for p in placements:
         err_console.print(render_placement(p))
-    from gangway.config import load_config
-
     cluster = _common_cluster(placements, set(load_config().clusters))
     if any(p.chosen is None or p.chosen.cluster != cluster for p in placements):
         err_console.print(Text(f"all gangs go to {cluster}, where every one of them can run:"))
-        _, placements = decide_pipeline(
-            pipeline,
-            params,
-            snap,
-            gpu_type=gpu_type,
-            within=within,
-            data_region=data_region,
-            cluster=cluster,
-        )
+        placements = [place(p.decision.workload, snap, cluster=cluster) for p in placements]
         for p in placements:
             err_console.print(render_placement(p))
     tops = {p.decision.workload.name: p.topology for p in placements if p.topology}
