@@ -9,7 +9,7 @@ templates, filled with the run's parameter values); :func:`workload_of_job` read
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -170,28 +170,33 @@ def _gang_jobs(
     from gangway.documents import yaml_problem
     from gangway.volcano.gang import is_job
 
-    templates = {t.get("name"): t for t in spec.get("templates") or []}
     found = []
+    for task, resource in _resource_tasks(spec):
+        args = (task.get("arguments") or {}).get("parameters") or []
+        raw = {str(a.get("name")): str(a.get("value", "")) for a in args}
+        inputs = {k: fill_known(v, scope, "") for k, v in raw.items()}
+        text = fill_known(resource["manifest"], {**scope, **inputs_scope(inputs)}, "")
+        try:
+            job = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise PermanentError(
+                f"task {task.get('name')}: its manifest is not YAML: {yaml_problem(e)}"
+            ) from None
+        if is_job(job):
+            params = {k: m.group(1) for k, v in raw.items() if (m := _WORKFLOW_PARAM.match(v))}
+            found.append((str(task.get("name")), job, params))
+    return found
+
+
+def _resource_tasks(spec: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(task, its template's resource)`` for each DAG task whose template holds a resource
+    manifest (the resource is the spec's own: a change to it changes the spec)."""
+    templates = {t.get("name"): t for t in spec.get("templates") or []}
     for t in templates.values():
         for task in (t.get("dag") or {}).get("tasks") or []:
-            target = templates.get(task.get("template")) or {}
-            manifest = (target.get("resource") or {}).get("manifest")
-            if not manifest:
-                continue
-            args = (task.get("arguments") or {}).get("parameters") or []
-            raw = {str(a.get("name")): str(a.get("value", "")) for a in args}
-            inputs = {k: fill_known(v, scope, "") for k, v in raw.items()}
-            text = fill_known(manifest, {**scope, **inputs_scope(inputs)}, "")
-            try:
-                job = yaml.safe_load(text)
-            except yaml.YAMLError as e:
-                raise PermanentError(
-                    f"task {task.get('name')}: its manifest is not YAML: {yaml_problem(e)}"
-                ) from None
-            if is_job(job):
-                params = {k: m.group(1) for k, v in raw.items() if (m := _WORKFLOW_PARAM.match(v))}
-                found.append((str(task.get("name")), job, params))
-    return found
+            resource = (templates.get(task.get("template")) or {}).get("resource") or {}
+            if resource.get("manifest"):
+                yield task, resource
 
 
 def region_of(uris: Iterable[str], buckets: Mapping[str, str]) -> str | None:
@@ -218,18 +223,12 @@ def place_gangs(
     from gangway.volcano.demand import place_manifest
 
     out = copy.deepcopy(dict(obj))
-    spec = workflow_spec(out)
-    templates = {t.get("name"): t for t in spec.get("templates") or []}
-    wanted: dict[str, list[Any]] = {}
-    for t in templates.values():
-        for task in (t.get("dag") or {}).get("tasks") or []:
-            topo = topologies.get(str(task.get("name")), every)
-            if topo is not None:
-                wanted.setdefault(str(task.get("template")), []).append(topo)
-    for name, topos in wanted.items():
-        resource = (templates.get(name) or {}).get("resource")
-        if not resource or not resource.get("manifest"):
-            continue
+    wanted: dict[str, tuple[dict[str, Any], list[Any]]] = {}
+    for task, resource in _resource_tasks(workflow_spec(out)):
+        topo = topologies.get(str(task.get("name")), every)
+        if topo is not None:
+            wanted.setdefault(str(task.get("template")), (resource, []))[1].append(topo)
+    for name, (resource, topos) in wanted.items():
         tiers = [t.tier for t in topos]
         products = {t.gpu_product for t in topos}
         try:
