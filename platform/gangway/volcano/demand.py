@@ -127,16 +127,14 @@ def place_manifest(text: str, *, tier: int | None, hard: bool, gpu_product: str 
     import yaml
 
     from gangway.argo.substitution import PLACEHOLDER
+    from gangway.volcano.gang import is_job
     from gangway.volcano.job import unquote_counts
 
     salt = secrets.token_hex(4)
     bodies = list(dict.fromkeys(m.group(0) for m in PLACEHOLDER.finditer(text)))
-    probes = {f"gwplace{i}x{salt}": b for i, b in enumerate(bodies)}
-    protected = PLACEHOLDER.sub(
-        lambda m: next(p for p, b in probes.items() if b == m.group(0)), text
-    )
-    from gangway.volcano.gang import is_job
-
+    token = {b: f"gwplace{i}x{salt}" for i, b in enumerate(bodies)}
+    probes = {p: b for b, p in token.items()}
+    protected = PLACEHOLDER.sub(lambda m: token[m.group(0)], text)
     try:
         raw = yaml.safe_load(protected)
     except yaml.YAMLError as e:
