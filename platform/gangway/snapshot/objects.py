@@ -19,7 +19,7 @@ from typing import Any
 
 from gangway.contract import WORKFLOW_LABEL
 from gangway.snapshot.model import ClusterState, Gang, Node, PriorityInfo
-from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE, job_demand
+from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE, pod_requests
 from gangway.volcano.objects import (
     GROUP_NAME_ANNOTATION,
     HYPERNODE_KIND,
@@ -55,8 +55,8 @@ def priority_classes(objs: Iterable[Mapping[str, Any]]) -> dict[str, PriorityInf
 
 
 def _pod_request(pod: Mapping[str, Any]) -> tuple[int, int, int]:
-    d = job_demand({"spec": {"tasks": [{"replicas": 1, "template": {"spec": pod.get("spec")}}]}})
-    return d.cpu_millis, d.memory, d.gpus
+    cpu, memory, gpus = pod_requests(pod.get("spec") or {})
+    return cpu, memory, int(gpus)
 
 
 def _domains(

@@ -16,6 +16,7 @@ __all__ = [
     "JobDemand",
     "job_demand",
     "place_manifest",
+    "pod_requests",
     "with_placement",
 ]
 
@@ -50,9 +51,9 @@ def _quantity(v: Any) -> Decimal:
         return Decimal(0)
 
 
-def _requests(pod: Mapping[str, Any]) -> tuple[int, int, Decimal]:
-    """CPU (millicores), memory (bytes) and GPUs a pod requests: the sum over its containers
-    (limits where a request is absent, as Kubernetes defaults them)."""
+def pod_requests(pod: Mapping[str, Any]) -> tuple[int, int, Decimal]:
+    """CPU (millicores), memory (bytes) and GPUs a pod spec requests: the sum over its
+    containers (limits where a request is absent, as Kubernetes defaults them)."""
     cpu = mem = gpu = Decimal(0)
     for c in pod.get("containers") or []:
         res = c.get("resources") or {}
@@ -78,7 +79,7 @@ def job_demand(job: Mapping[str, Any]) -> JobDemand:
     spec = job.get("spec") or {}
     tasks = spec.get("tasks") or []
     pods = _int(spec.get("minAvailable")) or sum(_int(t.get("replicas")) or 0 for t in tasks)
-    shapes = [_requests((t.get("template") or {}).get("spec") or {}) for t in tasks] or [
+    shapes = [pod_requests((t.get("template") or {}).get("spec") or {}) for t in tasks] or [
         (0, 0, Decimal(0))
     ]
     selectors = [
