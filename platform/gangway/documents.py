@@ -4,6 +4,7 @@ no key given twice, every failure one line that names the file."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,13 @@ class _UniqueKeys(_Base):  # type: ignore[misc]
     silently: a second ``research:`` would replace the first)."""
 
 
+def _twice(keys: list[Any]) -> list[str]:
+    """The keys given more than once, sorted."""
+    return sorted(str(k) for k, n in Counter(keys).items() if n > 1)
+
+
 def _mapping(loader: Any, node: yaml.MappingNode) -> dict[object, object]:
-    keys = [loader.construct_object(k) for k, _ in node.value]
-    twice = sorted({str(k) for k in keys if keys.count(k) > 1})
+    twice = _twice([loader.construct_object(k) for k, _ in node.value])
     if twice:
         line = node.start_mark.line + 1
         raise yaml.constructor.ConstructorError(
@@ -38,8 +43,7 @@ _UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _map
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
+    twice = _twice([k for k, _ in pairs])
     if twice:
         raise json.JSONDecodeError(f"key(s) {', '.join(twice)} given twice", "", 0)
     return dict(pairs)
