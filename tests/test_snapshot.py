@@ -192,6 +192,7 @@ def test_unreadable_snapshot_files_are_one_line_errors(tmp_path: Path) -> None:
         (b"a: [\n", "not valid YAML"),
         (b"\xff\xfe", "not UTF-8"),
         (b"a: 1\na: 2\n", "given twice"),
+        (b"? [a, b]\n: 1\n", "not valid YAML"),
     ]:
         p = tmp_path / "s.yaml"
         p.write_bytes(content)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,9 @@ class _UniqueKeys(_Base):  # type: ignore[misc]
 
 
 def _twice(keys: list[Any]) -> list[str]:
-    """The keys given more than once, sorted."""
-    return sorted(str(k) for k, n in Counter(keys).items() if n > 1)
+    """The keys given more than once, sorted (an unhashable key is YAML's own error)."""
+    counts = Counter(k for k in keys if isinstance(k, Hashable))
+    return sorted(str(k) for k, n in counts.items() if n > 1)
 
 
 def _mapping(loader: Any, node: yaml.MappingNode) -> dict[object, object]:
