@@ -68,7 +68,7 @@ def read_mapping(path: str | Path, *, expected: str) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise PermanentError(f"{where}: not valid JSON: {e}") from None
     except yaml.YAMLError as e:
-        raise PermanentError(f"{where}: not valid YAML: {e}") from None
+        raise PermanentError(f"{where}: not valid YAML: {yaml_problem(e)}") from None
     if not isinstance(raw, dict):
         raise PermanentError(f"{where}: expected a mapping ({expected})")
     return raw
