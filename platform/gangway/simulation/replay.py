@@ -32,7 +32,6 @@ class Cluster:
     """(nodes, max GPUs): idle milli of each GPU; −1 where a node has no such GPU."""
     model: npt.NDArray[np.int32]
     models: dict[str, int]
-    cpu_total: Ints
     capacity_gpus: int
 
     @classmethod
@@ -48,7 +47,6 @@ class Cluster:
             gpu_idle=idle,
             model=np.array([models.setdefault(n.model, len(models)) for n in nodes], np.int32),
             models=models,
-            cpu_total=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
             capacity_gpus=sum(n.gpus for n in nodes),
         )
 
