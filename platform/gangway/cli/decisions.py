@@ -7,7 +7,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gangway.admission import Verdict, amount
+from gangway.admission import Verdict, amount, views
+from gangway.capacity import ClusterView
 from gangway.placement import WEIGHTS, Placement
 from gangway.snapshot.model import ClusterState, Snapshot
 from gangway.why import GangWhy
@@ -142,10 +143,8 @@ def _tree(c: ClusterState) -> list[tuple[str, int]]:
     return out + [(n, 0) for n in c.queues if all(n != m for m, _ in out)]
 
 
-def _queue_table(name: str, c: ClusterState) -> Table:
-    from gangway.capacity import ClusterView
-
-    view = ClusterView.of(name, c)
+def _queue_table(view: ClusterView) -> Table:
+    name, c = view.name, view.state
     t = Table(title=f"{name} ({c.region}): queues", header_style="bold", title_justify="left")
     t.add_column("queue", overflow="fold")
     t.add_column("run/wait", justify="right", overflow="fold")
@@ -179,7 +178,8 @@ def _queue_table(name: str, c: ClusterState) -> Table:
 def render_queues(snap: Snapshot, cluster: str | None) -> Group:
     """Per cluster: each queue's usage against its guarantee, deserved share and capability."""
     names = [cluster] if cluster else list(snap.clusters)
-    return Group(*(_queue_table(n, snap.clusters[n]) for n in names))
+    all_views = views(snap)
+    return Group(*(_queue_table(all_views[n]) for n in names))
 
 
 def render_snapshot(snap: Snapshot) -> Table:
