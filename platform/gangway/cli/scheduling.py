@@ -112,8 +112,9 @@ def save_cmd(
         tmp.write_text(dump_snapshot(snap), encoding="utf-8")
         tmp.replace(target)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise PermanentError(f"-o {output}: cannot write it: {e.strerror or e}") from None
+    finally:  # an error or Ctrl-C leaves no half-written file behind
+        tmp.unlink(missing_ok=True)
     console.print(f"wrote {output} ({len(snap.clusters)} cluster(s))")
 
 
