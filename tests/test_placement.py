@@ -68,6 +68,21 @@ def test_best_fit_rack_keeps_the_emptier_rack_whole() -> None:
     assert p.topology is not None and p.topology.tier == 1 and p.topology.hard
 
 
+def test_a_small_gang_packs_beside_running_ones_and_keeps_nodes_whole_for_big_gangs() -> None:
+    b = SnapshotBuilder().priority("normal", 100).team("research", classes=["normal"])
+    c = b.cluster("c").racks(1, per_rack=4)
+    c.queue("research")
+    c.running("small", queue="research", pods=1, gpus=4, nodes=["c-h100-002"])
+    c.running("big", queue="research", pods=1, gpus=8, nodes=["c-h100-003"])
+    p = place(gang(1, gpus=2), b.build())
+    a = p.options[0].decision.assignment  # most room first would break an empty node
+    assert a is not None and [p.options[0].decision.cluster, *a.nodes] == ["c", 2]
+    alone = SnapshotBuilder().priority("normal", 100).team("research", classes=["normal"])
+    alone.cluster("c").racks(1, per_rack=4).queue("research")
+    first = place(gang(1, gpus=2), alone.build()).options[0].decision.assignment
+    assert first is not None and list(first.nodes) == [0]  # no gangs: the most room, in order
+
+
 def test_closest_tier_first_then_wider() -> None:
     b = SnapshotBuilder().priority("normal", 100).team("research", classes=["normal"])
     b.cluster("c").racks(4, per_rack=2, racks_per_block=2).queue("research")

@@ -27,7 +27,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from gangway.capacity import Assignment, ClusterView, assign, fit
+from gangway.capacity import Assignment, ClusterView, assign, fit, pod_shape
 from gangway.errors import closest
 from gangway.preemption import Preemption, over_capability, plan_preemption
 from gangway.snapshot.model import Snapshot
@@ -249,7 +249,8 @@ def admit_in(
         return ClusterDecision(name, Verdict.REJECT, reason)
     over = over_capability(w, view, queue)
     counts = fit(view, w.per_pod, w.gpu_type)
-    placed = None if over else assign(view, counts, w.pods, within=w.within)
+    pod = pod_shape(w.per_pod, w.gpu_type)
+    placed = None if over else assign(view, counts, w.pods, within=w.within, pod=pod)
     if placed is not None:
         return ClusterDecision(name, Verdict.ADMIT, _where(placed), assignment=placed)
 

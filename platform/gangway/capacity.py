@@ -10,8 +10,10 @@ take; :func:`assign` picks the topology domain and the nodes for a whole gang:
 2. **Best fit among the domains that fit** — the one left with the fewest free pod slots, so
    large free domains stay whole for large gangs (less fragmentation); ties by the order the
    domains first appear in the snapshot's node list.
-3. **Nodes with the most room first** (ties by node order), so the gang spans few nodes; a
-   gang no domain holds fills the widest domains with the most room first, one at a time.
+3. **Nodes that lose the least room first** — :mod:`gangway.packing`'s loss for one pod of
+   the gang, with the cluster's gangs as the profile of what comes next — then the nodes with
+   the most room (so the gang spans few nodes), then node order; a gang no domain holds fills
+   the widest domains with the most room first, one at a time.
 
 A gang is never split across what does not fit it whole: :func:`assign` returns None instead.
 """
@@ -24,12 +26,27 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from gangway.packing import LOSS_STEP, MILLI, Nodes, Packer, Profile, Shape
 from gangway.snapshot.model import Amount, ClusterState, Gang, quota_keys
 
-__all__ = ["Assignment", "ClusterView", "add_request", "assign", "fit"]
+__all__ = ["Assignment", "ClusterView", "add_request", "assign", "fit", "pod_shape"]
 
 Ints = npt.NDArray[np.int64]
 UNLIMITED = np.int64(1 << 40)
+MIB = 2**20
+EXACT = 2**24 - 1
+
+
+def pod_shape(per_pod: Amount, gpu_type: str | None) -> Shape:
+    """One pod of a gang as :mod:`gangway.packing` reads it: memory in MiB (rounded up),
+    whole GPUs, its GPU model."""
+    return Shape(
+        cpu=min(per_pod.cpu, EXACT),
+        memory=min(-(-per_pod.memory // MIB), EXACT),
+        gpus=per_pod.gpus,
+        gpu_milli=MILLI if per_pod.gpus else 0,
+        models=frozenset({gpu_type}) if gpu_type and per_pod.gpus else frozenset(),
+    )
 
 
 def add_request(into: dict[str, int], gang: Gang, sign: int = 1) -> None:
@@ -80,6 +97,7 @@ class ClusterView:
     _ranked: dict[tuple[str, int], tuple[object, list[tuple[tuple[bool, float], str, Gang]]]] = (
         field(default_factory=dict)
     )
+    _profile: Profile | None = None
 
     def ranked(
         self, queue: str, priority: int, cost: Callable[[Gang], float | None], now: object
@@ -124,6 +142,37 @@ class ClusterView:
             ]
         return hit
 
+    def profile(self) -> Profile:
+        """The pods expected next: the snapshot's gangs, each pod once (cached)."""
+        if self._profile is None:
+            weights: dict[Shape, float] = {}
+            for g in self.state.gangs:
+                shape = pod_shape(g.per_pod, g.gpu_type)
+                weights[shape] = weights.get(shape, 0.0) + g.pods
+            self._profile = Profile.weighted(weights)
+        return self._profile
+
+    def packing_loss(self, rows: Ints, pod: Shape, free: Ints | None = None) -> Ints | None:
+        """:mod:`gangway.packing`'s loss (in steps) of one ``pod`` on each of ``rows`` with
+        ``free`` (default: what is free now); None when the profile is empty."""
+        profile = self.profile()
+        if not profile.shapes:
+            return None
+        room = (self.free if free is None else free)[rows]
+        alloc = self.allocatable[rows, 2]
+        slot = np.arange(max(int(alloc.max(initial=0)), 1))
+        idle = np.where(slot < room[:, 2:3], MILLI, np.where(slot < alloc[:, None], 0, -1))
+        nodes = Nodes(
+            cpu=np.minimum(room[:, 0], EXACT),
+            memory=np.minimum(room[:, 1] // MIB, EXACT),
+            gpu_idle=idle.astype(np.int64),
+            model=self.gpu_type[rows],
+            models=self.types,
+        )
+        _, _, loss, _ = Packer(profile, nodes).losses(pod, np.arange(len(rows)))
+        steps: Ints = np.floor(loss / LOSS_STEP).astype(np.int64)
+        return steps
+
     def ever(
         self, per_pod: Amount, gpu_type: str | None, pods: int, within: str | None
     ) -> Assignment | None:
@@ -131,7 +180,10 @@ class ClusterView:
         key = (per_pod.cpu, per_pod.memory, per_pod.gpus, gpu_type, within, pods)
         if key not in self._ever:
             counts = fit(self, per_pod, gpu_type, free=self.allocatable)
-            self._ever[key] = assign(self, counts, pods, within=within)
+            pod = pod_shape(per_pod, gpu_type)
+            self._ever[key] = assign(
+                self, counts, pods, within=within, pod=pod, free=self.allocatable
+            )
         return self._ever[key]
 
     def ever_mask(self, per_pod: Amount, gpu_type: str | None) -> npt.NDArray[np.bool_]:
@@ -301,10 +353,18 @@ def _fill(counts: Ints, order: Ints, pods: int) -> dict[int, int]:
 
 
 def assign(
-    view: ClusterView, counts: Ints, pods: int, *, within: str | None = None
+    view: ClusterView,
+    counts: Ints,
+    pods: int,
+    *,
+    within: str | None = None,
+    pod: Shape | None = None,
+    free: Ints | None = None,
 ) -> Assignment | None:
-    """The domain and nodes for ``pods`` pods, given ``counts`` (:func:`fit`); None when no
-    domain at ``within`` or a closer tier (anywhere in the cluster when None) can take them."""
+    """The domain and nodes for ``pods`` pods, given ``counts`` (:func:`fit` over ``free``,
+    default what is free now); None when no domain at ``within`` or a closer tier (anywhere in
+    the cluster when None) can take them. With ``pod`` (one pod of the gang), a domain's nodes
+    are ordered by the packing loss first (see the module docstring)."""
     tiers = view.state.tiers
     allowed = len(tiers) if within is None else tiers.index(within) + 1
     for t in range(allowed):
@@ -314,13 +374,17 @@ def assign(
         best = int(np.argmin(left))
         if np.isfinite(left[best]):
             members = np.flatnonzero((ids == best) & (counts > 0))
-            order = members[np.lexsort((members, -counts[members]))]
+            keys: tuple[Ints, ...] = (members, -counts[members])
+            loss = None if pod is None or len(members) < 2 else view.packing_loss(
+                members, pod, free
+            )
+            order = members[np.lexsort(keys if loss is None else (*keys, loss))]
             name = view.domain_names[t][best]
             return Assignment(tiers[t], name, _fill(counts, order, pods), int(left[best]))
     if within is not None or int(counts.sum()) < pods:
         return None
     members = np.flatnonzero(counts > 0)
-    keys: tuple[Ints, ...] = (members, -counts[members])
+    keys = (members, -counts[members])
     if tiers:  # the widest domains with the most room first, one whole domain at a time
         top = view.domains[-1]
         room = np.bincount(top, weights=counts)[top[members]].astype(np.int64)

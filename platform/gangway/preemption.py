@@ -28,7 +28,7 @@ from datetime import datetime
 
 import numpy as np
 
-from gangway.capacity import Assignment, ClusterView, Ints, add_request, assign, fit
+from gangway.capacity import Assignment, ClusterView, Ints, add_request, assign, fit, pod_shape
 from gangway.snapshot.model import Gang, quota_key, quota_keys
 from gangway.workload import Workload
 
@@ -215,7 +215,9 @@ def _fits(w: Workload, view: ClusterView, queue: str, gone: Gone, free: Ints) ->
     """Where ``w`` goes once ``gone`` is (``free``: the nodes then), if anywhere."""
     if over_capability(w, view, queue, gone):
         return None
-    return assign(view, fit(view, w.per_pod, w.gpu_type, free=free), w.pods, within=w.within)
+    counts = fit(view, w.per_pod, w.gpu_type, free=free)
+    pod = pod_shape(w.per_pod, w.gpu_type)
+    return assign(view, counts, w.pods, within=w.within, pod=pod, free=free)
 
 
 def _amount(g: Gang, w: Workload) -> int:
