@@ -1,8 +1,9 @@
-"""The trace replay: reading the trace, the method's rules, and calibration of the two
-baselines against the FGD paper's published 10-seed means.
+"""The trace replay: reading the trace, the method's rules, calibration of the two baselines
+against the FGD paper's published 10-seed means, and Gangway's rule against FGD's.
 
-The calibration tests read the Alibaba openb v2023 trace from ``GANGWAY_TRACE_DIR`` (CI points
-it at the copy beside the checkout) and are skipped without it."""
+The trace tests read the Alibaba openb v2023 trace from ``GANGWAY_TRACE_DIR`` (CI points it at
+the copy beside the checkout) and are skipped without it; the full 10-seed runs on every trace
+are behind the benchmark marker (tests/bench/test_placement_quality.py)."""
 
 from __future__ import annotations
 
@@ -14,56 +15,48 @@ import pytest
 
 from gangway.errors import PermanentError
 from gangway.simulation.arrivals import arrivals
-from gangway.simulation.policies import POLICIES, bestfit
+from gangway.simulation.policies import POLICIES, bestfit, random_fit
 from gangway.simulation.replay import Cluster, allocation_curve, replay
+from gangway.simulation.run import Workload, simulate
 from gangway.simulation.trace import TraceNode, TracePod, read_nodes, read_pods
 
 PUBLISHED = {  # trace → policy → (at 100 %, at 130 %), 10-seed means (seeds 42..51)
-    "default": {"random": (86.30, 87.47), "bestfit": (92.86, 93.08)},
-    "gpushare100": {"random": (78.90, 79.44), "bestfit": (84.62, 85.01)},
-    "cpu250": {"random": (80.00, 80.42), "bestfit": (91.21, 91.45)},
-    "multigpu20": {"random": (86.92, 88.69), "bestfit": (93.73, 93.93)},
+    "default": {"random": (86.30, 87.47), "bestfit": (92.86, 93.08), "fgd": (95.23, 95.39)},
+    "gpushare100": {"random": (78.90, 79.44), "bestfit": (84.62, 85.01), "fgd": (86.64, 86.90)},
+    "cpu250": {"random": (80.00, 80.42), "bestfit": (91.21, 91.45), "fgd": (93.20, 93.41)},
+    "multigpu20": {"random": (86.92, 88.69), "bestfit": (93.73, 93.93), "fgd": (95.53, 95.65)},
 }
 
 
-def _trace_dir() -> Path:
+def trace_dir() -> Path:
     where = os.environ.get("GANGWAY_TRACE_DIR")
     if not where:
         pytest.skip("set GANGWAY_TRACE_DIR to the Alibaba openb v2023 trace to calibrate")
     return Path(where)
 
 
-def _means(trace: str, policy: str, seeds: range) -> tuple[float, float]:
-    d = _trace_dir()
+def trace(name: str) -> Workload:
+    d = trace_dir()
     nodes = read_nodes(d / "openb_node_list_gpu_node.csv")
-    pods = read_pods(d / f"openb_pod_list_{trace}.csv")
-    cap = sum(n.gpus for n in nodes)
-    at100, at130 = [], []
-    for seed in seeds:
-        out, _ = replay(
-            nodes, arrivals(pods, seed=seed, capacity_gpus=cap), POLICIES[policy], seed=seed
-        )
-        curve = allocation_curve(out, cap)
-        at100.append(curve[100])
-        at130.append(curve[130])
-    return statistics.mean(at100), statistics.mean(at130)
+    return Workload(tuple(nodes), tuple(read_pods(d / f"openb_pod_list_{name}.csv")))
+
+
+def means(name: str, policy: str, seeds: range) -> tuple[float, float]:
+    runs = simulate(trace(name), [policy], seeds)
+    return statistics.mean(r.curve[100] for r in runs), statistics.mean(r.curve[130] for r in runs)
 
 
 @pytest.mark.parametrize("policy", ["random", "bestfit"])
 def test_one_seed_of_the_default_trace_lands_on_the_published_means(policy: str) -> None:
-    at100, at130 = _means("default", policy, range(42, 43))
+    at100, at130 = means("default", policy, range(42, 43))
     want100, want130 = PUBLISHED["default"][policy]
     assert abs(at100 - want100) <= 1.0 and abs(at130 - want130) <= 1.0, (at100, at130)
 
 
-@pytest.mark.benchmark
-@pytest.mark.parametrize("trace", sorted(PUBLISHED))
-@pytest.mark.parametrize("policy", ["random", "bestfit"])
-def test_calibration_ten_seeds_every_trace(trace: str, policy: str) -> None:
-    at100, at130 = _means(trace, policy, range(42, 52))
-    want100, want130 = PUBLISHED[trace][policy]
-    print(f"\n{trace} {policy}: {at100:.2f} / {at130:.2f} (published {want100} / {want130})")
-    assert abs(at100 - want100) <= 1.0 and abs(at130 - want130) <= 1.0
+def test_one_seed_of_gangways_rule_on_the_default_trace_passes_fgds_published_mean() -> None:
+    at100, at130 = means("default", "gangway", range(42, 43))
+    fgd100, fgd130 = PUBLISHED["default"]["fgd"]
+    assert at100 >= fgd100 and at130 >= fgd130, (at100, at130)
 
 
 def _node(name: str, gpus: int, model: str = "T4", cpu: int = 64000) -> TraceNode:
@@ -99,7 +92,7 @@ def test_bestfit_packs_a_shared_pod_onto_the_least_idle_gpu() -> None:
 def test_a_replay_drops_what_fits_nowhere_and_records_every_attempt() -> None:
     nodes = [_node("a", 1)]
     pods = [_pod("p1", 1, 1000), _pod("p2", 1, 500), _pod("p3", 0, 0)]
-    out, cluster = replay(nodes, pods, POLICIES["random"], seed=1)
+    out, cluster = replay(nodes, pods, random_fit, seed=1)
     assert cluster.used_milli() == 1000
     assert out.arrived == [1000, 1500, 1500] and out.used == [1000, 1000, 1000]
     assert out.failed == 1 and out.failed_gpu_pods == 1
@@ -147,3 +140,60 @@ def test_a_bad_pod_list_names_file_line_and_column(tmp_path: Path) -> None:
         read_pods(p)
     with pytest.raises(PermanentError, match="cannot read it"):
         read_pods(tmp_path / "missing.csv")
+
+
+def small_trace(seed: int = 3) -> tuple[list[TraceNode], list[TracePod]]:
+    """A made-up cluster of three node kinds and a mix like the trace's: whole, shared,
+    multi-GPU, CPU-only and model-restricted pods."""
+    import random
+
+    rng = random.Random(seed)
+    nodes = [_node(f"g{i}", 8, "G2", 96000) for i in range(6)]
+    nodes += [_node(f"t{i}", 2, "T4", 104000) for i in range(6)]
+    nodes += [_node(f"v{i}", 4, "V100", 48000) for i in range(3)]
+    pods = []
+    for i in range(120):
+        kind = rng.choice(["whole", "whole", "shared", "shared", "multi", "cpu", "v100"])
+        cpu = rng.choice([4000, 8000, 12000])
+        if kind == "whole":
+            pods.append(_pod(f"p{i:03d}", 1, 1000, cpu=cpu))
+        elif kind == "shared":
+            pods.append(_pod(f"p{i:03d}", 1, rng.choice([160, 470, 810]), cpu=cpu))
+        elif kind == "multi":
+            pods.append(_pod(f"p{i:03d}", rng.choice([2, 4, 8]), 1000, cpu=cpu))
+        elif kind == "v100":
+            pods.append(_pod(f"p{i:03d}", 1, 500, cpu=cpu, models="V100"))
+        else:
+            pods.append(_pod(f"p{i:03d}", 0, 0, cpu=cpu * 2))
+    return nodes, pods
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_places_only_where_the_pod_fits(policy: str) -> None:
+    nodes, pods = small_trace()
+    cap = sum(n.gpus for n in nodes)
+    arriving = arrivals(pods, seed=42, capacity_gpus=cap)
+    out, cluster = replay(nodes, arriving, POLICIES[policy](pods), seed=42)
+    assert (cluster.cpu >= 0).all() and (cluster.memory >= 0).all()
+    assert (cluster.gpu_idle >= -1).all()
+    v100 = [i for i, n in enumerate(nodes) if n.model == "V100"]
+    assert cluster.used_milli() == out.used[-1] and len(out.arrived) == len(arriving)
+    assert out.used[-1] <= cap * 1000 and out.failed > 0  # 1.3× the capacity arrived
+    assert (cluster.gpu_idle[v100] < 1000).any()  # the V100-only pods went to V100s
+
+
+def test_the_curve_is_nan_where_arrivals_never_got() -> None:
+    out, _ = replay([_node("a", 2)], [_pod("p", 1, 1000)], random_fit, seed=1)
+    curve = allocation_curve(out, capacity_gpus=2)
+    assert curve[50] == 50.0 and all(c != c for c in curve[52:])  # NaN beyond 51 %
+
+
+def test_fragmented_capacity_is_what_no_pod_of_the_mix_can_use() -> None:
+    from gangway.packing import Profile
+    from gangway.simulation.replay import fragmented_milli
+
+    c = Cluster.of([_node("a", 2), _node("b", 1, cpu=4000)])
+    c.place(_pod("s", 1, 900), 0, [0])  # a sliver of 100 beside a free GPU
+    c.place(_pod("t", 0, 0, cpu=3500), 1, [])  # b's GPU is idle but its CPU is gone
+    mix = Profile.of([_pod("w", 1, 1000).shape, _pod("h", 1, 500).shape])
+    assert fragmented_milli(c, mix) == 100 + 1000

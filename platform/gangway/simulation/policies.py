@@ -1,25 +1,32 @@
-"""Node-choosing policies for the trace replay: the method's two baselines, exactly as it
-defines them.
+"""Node-choosing policies for the trace replay: the method's two baselines exactly as it defines
+them, Gangway's own packing rule, and a re-implementation of FGD for comparison.
 
-* **Random**: uniform among the feasible nodes; a shared pod's GPU uniform among those that
+* **random**: uniform among the feasible nodes; a shared pod's GPU uniform among those that
   fit.
-* **BestFit**: s = 0.5 × (CPU left − CPU request) / 128000 + 0.5 × (idle GPU milli on the node −
+* **bestfit**: s = 0.5 × (CPU left − CPU request) / 128000 + 0.5 × (idle GPU milli on the node −
   GPU request) / 8000 — fixed constants, not the node's capacity; score = ⌊(1 − s) × 100⌋,
   highest wins, ties uniformly at random (the truncation makes ties common, and it matters);
   a shared pod takes the least-idle GPU that still fits.
+* **gangway**: :class:`gangway.packing.Packer` — the rule :func:`gangway.capacity.assign`
+  orders nodes by — with the workload's own mix of pod shapes as its profile.
+* **fgd**: :mod:`gangway.simulation.fgd`.
 
 Whole-GPU pods take completely free GPUs, lowest index first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
-from gangway.simulation.replay import Choice, Cluster, Policy
-from gangway.simulation.trace import MILLI, TracePod
+from gangway.packing import MILLI, Packer, Profile
+from gangway.simulation.fgd import Fgd
+from gangway.simulation.replay import Choice, Cluster, Policy, PolicyMaker
+from gangway.simulation.trace import TracePod
 
-__all__ = ["POLICIES", "bestfit", "random_fit"]
+__all__ = ["DEFAULT_POLICIES", "POLICIES", "Gangway", "bestfit", "random_fit"]
 
 
 def _gpus(
@@ -56,4 +63,29 @@ def bestfit(
     return Choice(node, _gpus(cluster, pod, node, rng, tight=True))
 
 
-POLICIES: dict[str, Policy] = {"random": random_fit, "bestfit": bestfit}
+class Gangway:
+    """Gangway's packing rule, its profile the workload's own mix of pod shapes."""
+
+    def __init__(self, pods: Sequence[TracePod]) -> None:
+        self.profile = Profile.of(p.shape for p in pods)
+        self._packer: Packer | None = None
+
+    def __call__(
+        self, cluster: Cluster, pod: TracePod, ok: npt.NDArray[np.bool_], _: np.random.Generator
+    ) -> Choice:
+        if self._packer is None or self._packer.nodes is not cluster:
+            self._packer = Packer(self.profile, cluster)
+        return self._packer.choose(pod.shape, np.flatnonzero(ok))
+
+
+def _fixed(policy: Policy) -> PolicyMaker:
+    return lambda _pods: policy
+
+
+POLICIES: dict[str, PolicyMaker] = {
+    "random": _fixed(random_fit),
+    "bestfit": _fixed(bestfit),
+    "gangway": Gangway,
+    "fgd": Fgd,
+}
+DEFAULT_POLICIES = ("random", "bestfit", "gangway")

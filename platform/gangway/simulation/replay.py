@@ -2,10 +2,11 @@
 once or dropped for good (nothing departs, nothing queues), and the method's metric — GPU
 allocation % against arrived demand %, 0–130.
 
-The cluster is held as arrays: per node CPU and memory left, and per GPU its idle milli (a
-node's absent GPUs are −1). A node can take a pod when CPU and memory suffice and, for a GPU
-pod, its model is allowed and — for one GPU — some GPU has the milli idle (a whole-GPU pod needs
-a completely free one), or — for several — that many GPUs are completely free.
+The cluster is held as arrays (:class:`gangway.packing.Nodes`): per node CPU and memory left,
+and per GPU its idle milli (a node's absent GPUs are −1). A node can take a pod when CPU and
+memory suffice and, for a GPU pod, its model is allowed and — for one GPU — some GPU has the
+milli idle (a whole-GPU pod needs a completely free one), or — for several — that many GPUs
+are completely free.
 """
 
 from __future__ import annotations
@@ -16,23 +17,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gangway.simulation.trace import MILLI, TraceNode, TracePod
+from gangway.packing import MILLI, Choice, Nodes, Packer, Profile
+from gangway.simulation.trace import TraceNode, TracePod
 
-__all__ = ["Cluster", "Outcome", "Policy", "allocation_curve", "replay"]
-
-Ints = npt.NDArray[np.int64]
+__all__ = [
+    "Choice",
+    "Cluster",
+    "Outcome",
+    "Policy",
+    "PolicyMaker",
+    "allocation_curve",
+    "fragmented_milli",
+    "replay",
+]
 
 
 @dataclass
-class Cluster:
-    cpu: Ints
-    """CPU left per node (milli)."""
-    memory: Ints
-    gpu_idle: Ints
-    """(nodes, max GPUs): idle milli of each GPU; −1 where a node has no such GPU."""
-    model: npt.NDArray[np.int32]
-    models: dict[str, int]
-    capacity_gpus: int
+class Cluster(Nodes):
+    capacity_gpus: int = 0
 
     @classmethod
     def of(cls, nodes: Sequence[TraceNode]) -> Cluster:
@@ -40,7 +42,7 @@ class Cluster:
         idle = np.full((len(nodes), width), -1, dtype=np.int64)
         for i, n in enumerate(nodes):
             idle[i, : n.gpus] = MILLI
-        models: dict[str, int] = {}
+        models: dict[str | None, int] = {}
         return cls(
             cpu=np.array([n.cpu_milli for n in nodes], dtype=np.int64),
             memory=np.array([n.memory_mib for n in nodes], dtype=np.int64),
@@ -75,14 +77,20 @@ class Cluster:
         return int(self.capacity_gpus * MILLI - idle[idle >= 0].sum())
 
 
-@dataclass(frozen=True)
-class Choice:
-    node: int
-    gpus: tuple[int, ...]
-
-
 Policy = Callable[[Cluster, TracePod, npt.NDArray[np.bool_], np.random.Generator], Choice]
 """Given the cluster, the pod and the feasible nodes (at least one), where it goes."""
+PolicyMaker = Callable[[Sequence[TracePod]], Policy]
+"""A policy for a workload (the pod list: policies that expect its mix learn it there)."""
+
+
+def fragmented_milli(cluster: Cluster, profile: Profile) -> int:
+    """Idle GPU milli the workload's pods can no longer use: on each node, what is idle
+    beyond the profile-weighted room (:mod:`gangway.packing`) — GPUs short of CPU or memory,
+    slivers no shape fits, models no shape accepts."""
+    if not profile.shapes:
+        return 0
+    idle = int(np.maximum(cluster.gpu_idle, 0).sum())
+    return max(0, round(idle - float(Packer(profile, cluster).room().sum())))
 
 
 @dataclass
@@ -93,18 +101,33 @@ class Outcome:
     """GPU milli allocated in the cluster, after each attempt."""
     failed: int = 0
     failed_gpu_pods: int = 0
+    fragmented: dict[int, int] = field(default_factory=dict)
+    """Arrived % → fragmented GPU milli (:func:`fragmented_milli`) when arrivals first
+    reached it (the last attempt's state if they never did)."""
 
 
 def replay(
-    nodes: Sequence[TraceNode], pods: Sequence[TracePod], policy: Policy, *, seed: int
+    nodes: Sequence[TraceNode],
+    pods: Sequence[TracePod],
+    policy: Policy,
+    *,
+    seed: int,
+    profile: Profile | None = None,
+    marks: Sequence[int] = (),
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[Outcome, Cluster]:
     """Place ``pods`` in order with ``policy`` (ties broken with a generator seeded by
-    ``seed``); the outcome after every attempt, and the cluster at the end."""
+    ``seed``); the outcome after every attempt, and the cluster at the end. With ``profile``,
+    the fragmented GPU capacity is recorded when arrivals reach each of ``marks`` (% of
+    capacity); ``progress`` is told how many attempts were made, now and then."""
     cluster = Cluster.of(nodes)
     rng = np.random.default_rng(seed)
     out = Outcome()
     arrived = used = 0
-    for pod in pods:
+    pending = sorted(marks) if profile is not None else []
+    mix = profile or Profile((), ())
+    scale = cluster.capacity_gpus * MILLI
+    for i, pod in enumerate(pods, 1):
         arrived += pod.total_milli
         ok = cluster.feasible(pod)
         if ok.any():
@@ -116,13 +139,21 @@ def replay(
             out.failed_gpu_pods += 1 if pod.num_gpu else 0
         out.arrived.append(arrived)
         out.used.append(used)
+        while pending and arrived * 100 >= pending[0] * scale:
+            out.fragmented[pending.pop(0)] = fragmented_milli(cluster, mix)
+        if progress is not None and i % 500 == 0:
+            progress(500)
+    for mark in pending:
+        out.fragmented[mark] = fragmented_milli(cluster, mix)
+    if progress is not None:
+        progress(len(pods) % 500)
     return out, cluster
 
 
 def allocation_curve(out: Outcome, capacity_gpus: int, top: int = 130) -> list[float]:
     """GPU allocation % at each arrived-demand % 0..``top``: the mean allocation over the
     attempts whose arrived % rounds (half to even) to it; where none does, over its
-    neighbours (k−1..k+1)."""
+    neighbours (k−1..k+1); NaN where none of those has any either."""
     scale = capacity_gpus * 10  # milli → percent of capacity
     arrived_pct = np.rint(np.array(out.arrived, dtype=np.float64) / scale).astype(np.int64)
     alloc_pct = np.round(np.array(out.used, dtype=np.float64) / scale, 2)

@@ -6,15 +6,18 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from gangway.errors import PermanentError
+from gangway.packing import MILLI, Shape
 
-__all__ = ["MILLI", "TraceNode", "TracePod", "read_nodes", "read_pods"]
+if TYPE_CHECKING:
+    from gangway.snapshot.model import ClusterState
 
-MILLI = 1000
-"""One whole GPU, in milli-GPU."""
+__all__ = ["MILLI", "TraceNode", "TracePod", "nodes_of", "read_nodes", "read_pods"]
+
 MAX_GPUS_PER_NODE = 64
 
 
@@ -41,6 +44,11 @@ class TracePod:
     @property
     def total_milli(self) -> int:
         return self.num_gpu * self.gpu_milli
+
+    @cached_property
+    def shape(self) -> Shape:
+        """The request as :mod:`gangway.packing` reads it (CPU millicores, memory MiB)."""
+        return Shape(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli, self.models)
 
 
 def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
@@ -131,3 +139,19 @@ def read_pods(path: Path) -> list[TracePod]:
 
     required = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
     return _read(path, required, pod)
+
+
+def nodes_of(cluster: ClusterState) -> list[TraceNode]:
+    """A snapshot cluster's schedulable nodes as a node list, empty (their allocatable):
+    CPU in millicores, memory in MiB, the GPU model by the config's name for it."""
+    return [
+        TraceNode(
+            name=n.name,
+            cpu_milli=n.allocatable.cpu,
+            memory_mib=n.allocatable.memory // 2**20,
+            gpus=n.allocatable.gpus,
+            model=n.gpu_type or "",
+        )
+        for n in cluster.nodes
+        if n.schedulable
+    ]

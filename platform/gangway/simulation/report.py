@@ -1,0 +1,153 @@
+"""What ``gangway simulate`` writes: ``allocation.csv`` (one row per policy, seed and arrived
+%), ``summary.md`` (means and spread at 100 % and 130 %, failed pods, fragmented GPU
+capacity, time per pod) and ``allocation.png`` (allocation against arrived demand, one line
+per policy). Each file is written beside itself and renamed into place."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gangway.simulation.run import MARKS, Run
+from gangway.storage import write_atomic
+
+__all__ = ["Headline", "allocation_csv", "headlines", "plot", "summary_md", "write_outputs"]
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One policy over its seeds."""
+
+    policy: str
+    seeds: int
+    at: dict[int, tuple[float, float, float, float]]
+    """Arrived % → (mean, standard deviation, lowest, highest) GPU allocation %."""
+    failed: float
+    failed_gpu_pods: float
+    fragmented: dict[int, float]
+    """Arrived % → mean fragmented GPU capacity, % of capacity."""
+    micros_per_pod: float
+
+
+def _spread(values: list[float]) -> tuple[float, float, float, float]:
+    ok = [v for v in values if not math.isnan(v)]
+    if not ok:
+        return (math.nan,) * 4
+    sd = statistics.stdev(ok) if len(ok) > 1 else 0.0
+    return statistics.mean(ok), sd, min(ok), max(ok)
+
+
+def headlines(runs: Sequence[Run]) -> list[Headline]:
+    """Per policy, in the order the runs came."""
+    order = list(dict.fromkeys(r.policy for r in runs))
+    out = []
+    for policy in order:
+        rs = [r for r in runs if r.policy == policy]
+        out.append(
+            Headline(
+                policy=policy,
+                seeds=len(rs),
+                at={k: _spread([r.curve[k] for r in rs]) for k in MARKS},
+                failed=statistics.mean(r.failed for r in rs),
+                failed_gpu_pods=statistics.mean(r.failed_gpu_pods for r in rs),
+                fragmented={k: statistics.mean(r.fragmented[k] for r in rs) for k in MARKS},
+                micros_per_pod=1e6 * sum(r.seconds for r in rs) / sum(r.pods for r in rs),
+            )
+        )
+    return out
+
+
+def allocation_csv(runs: Sequence[Run]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["policy", "seed", "arrived_pct", "gpu_alloc_pct"])
+    for r in runs:
+        for k, v in enumerate(r.curve):
+            w.writerow([r.policy, r.seed, k, "" if math.isnan(v) else f"{v:.4f}"])
+    return buf.getvalue()
+
+
+def _pct(v: float) -> str:
+    return "—" if math.isnan(v) else f"{v:.2f}"
+
+
+def summary_md(runs: Sequence[Run], *, title: str, about: Sequence[str]) -> str:
+    """The summary page: what was run, then one table row per policy."""
+    lines = [f"# {title}", "", *(f"- {a}" for a in about), ""]
+    head = "| policy | seeds |"
+    rule = "|---|---|"
+    for k in MARKS:
+        head += f" GPU alloc % at {k} % (mean ± sd, min–max) |"
+        rule += "---|"
+    head += " failed pods (GPU) | fragmented GPU % at " + " / ".join(f"{k} %" for k in MARKS)
+    head += " | µs per pod |"
+    rule += "---|---|---|"
+    lines += [head, rule]
+    for h in headlines(runs):
+        row = f"| {h.policy} | {h.seeds} |"
+        for k in MARKS:
+            mean, sd, lo, hi = h.at[k]
+            row += f" {_pct(mean)} ± {_pct(sd)} ({_pct(lo)}–{_pct(hi)}) |"
+        frag = " / ".join(_pct(h.fragmented[k]) for k in MARKS)
+        row += f" {h.failed:.0f} ({h.failed_gpu_pods:.0f}) | {frag} | {h.micros_per_pod:.0f} |"
+        lines.append(row)
+    lines += [
+        "",
+        "GPU allocation: GPU milli allocated ÷ the cluster's GPU capacity, read when the GPU "
+        "milli requested so far (failed pods too) reaches the given % of capacity. Fragmented "
+        "GPU capacity: idle GPU milli the workload's pods can no longer use (GPUs short of CPU "
+        "or memory, slivers no pod shape fits), as `gangway.packing` values the room left.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot(runs: Sequence[Run], title: str) -> bytes:
+    """allocation.png: mean allocation against arrived demand per policy, min–max shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    xs = list(range(len(runs[0].curve)))
+    ax.plot([0, 100, xs[-1]], [0, 100, 100], color="0.8", lw=1, ls="--", label="limit")
+    for policy in dict.fromkeys(r.policy for r in runs):
+        rs = [r.curve for r in runs if r.policy == policy]
+        cols = [[c[k] for c in rs] for k in xs]
+        mean = [statistics.mean(c) if not any(map(math.isnan, c)) else math.nan for c in cols]
+        ax.plot(xs, mean, lw=1.6, label=policy)
+        ax.fill_between(xs, [min(c) for c in cols], [max(c) for c in cols], alpha=0.2)
+    ax.set_xlabel("arrived GPU demand (% of capacity)")
+    ax.set_ylabel("GPU allocation (% of capacity)")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlim(0, xs[-1])
+    ax.set_ylim(0, 102)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write_outputs(
+    out: Path, runs: Sequence[Run], *, title: str, about: Sequence[str], with_plot: bool
+) -> list[Path]:
+    """Write the files into ``out``; the paths written."""
+    files = {
+        "allocation.csv": allocation_csv(runs).encode(),
+        "summary.md": summary_md(runs, title=title, about=about).encode(),
+    }
+    if with_plot:
+        files["allocation.png"] = plot(runs, title)
+    written = []
+    for name, data in files.items():
+        write_atomic(out / name, data)
+        written.append(out / name)
+    return written
