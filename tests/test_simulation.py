@@ -142,29 +142,29 @@ def test_a_bad_pod_list_names_file_line_and_column(tmp_path: Path) -> None:
         read_pods(tmp_path / "missing.csv")
 
 
-def small_trace(seed: int = 3) -> tuple[list[TraceNode], list[TracePod]]:
-    """A made-up cluster of three node kinds and a mix like the trace's: whole, shared,
-    multi-GPU, CPU-only and model-restricted pods."""
+def small_trace(scale: int = 1, seed: int = 3) -> tuple[list[TraceNode], list[TracePod]]:
+    """A made-up cluster of three node kinds (15 × ``scale`` nodes, 72 × ``scale`` GPUs) and a
+    mix like the trace's: whole, shared, multi-GPU, CPU-only and model-restricted pods."""
     import random
 
     rng = random.Random(seed)
-    nodes = [_node(f"g{i}", 8, "G2", 96000) for i in range(6)]
-    nodes += [_node(f"t{i}", 2, "T4", 104000) for i in range(6)]
-    nodes += [_node(f"v{i}", 4, "V100", 48000) for i in range(3)]
+    nodes = [_node(f"g{i:03d}", 8, "G2", 96000) for i in range(6 * scale)]
+    nodes += [_node(f"t{i:03d}", 2, "T4", 104000) for i in range(6 * scale)]
+    nodes += [_node(f"v{i:03d}", 4, "V100", 48000) for i in range(3 * scale)]
     pods = []
-    for i in range(120):
+    for i in range(120 * scale):
         kind = rng.choice(["whole", "whole", "shared", "shared", "multi", "cpu", "v100"])
         cpu = rng.choice([4000, 8000, 12000])
         if kind == "whole":
-            pods.append(_pod(f"p{i:03d}", 1, 1000, cpu=cpu))
+            pods.append(_pod(f"p{i:04d}", 1, 1000, cpu=cpu))
         elif kind == "shared":
-            pods.append(_pod(f"p{i:03d}", 1, rng.choice([160, 470, 810]), cpu=cpu))
+            pods.append(_pod(f"p{i:04d}", 1, rng.choice([160, 470, 810]), cpu=cpu))
         elif kind == "multi":
-            pods.append(_pod(f"p{i:03d}", rng.choice([2, 4, 8]), 1000, cpu=cpu))
+            pods.append(_pod(f"p{i:04d}", rng.choice([2, 4, 8]), 1000, cpu=cpu))
         elif kind == "v100":
-            pods.append(_pod(f"p{i:03d}", 1, 500, cpu=cpu, models="V100"))
+            pods.append(_pod(f"p{i:04d}", 1, 500, cpu=cpu, models="V100"))
         else:
-            pods.append(_pod(f"p{i:03d}", 0, 0, cpu=cpu * 2))
+            pods.append(_pod(f"p{i:04d}", 0, 0, cpu=cpu * 2))
     return nodes, pods
 
 

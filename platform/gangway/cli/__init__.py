@@ -7,7 +7,16 @@ import sys
 import typer
 
 from gangway import __version__
-from gangway.cli import cluster_cmds, data, lineage, lint, manifests, pipelines, scheduling
+from gangway.cli import (
+    cluster_cmds,
+    data,
+    lineage,
+    lint,
+    manifests,
+    pipelines,
+    scheduling,
+    simulate,
+)
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
@@ -39,6 +48,7 @@ app.command("lineage")(lineage.lineage_cmd)
 app.command("queues")(scheduling.queues_cmd)
 app.command("explain")(scheduling.explain_cmd)
 app.command("why")(scheduling.why_cmd)
+app.command("simulate")(simulate.simulate_cmd)
 app.add_typer(manifests.app, name="manifests")
 app.add_typer(scheduling.app, name="snapshot")
 

@@ -73,6 +73,8 @@ def check_policies(names: Sequence[str]) -> list[str]:
     out = []
     for raw in names:
         name = raw.strip().lower()
+        if not name:
+            continue  # "random,gangway," or a space after a comma
         if name not in POLICIES:
             near = closest(name, sorted(POLICIES))
             hint = f"; did you mean {near}?" if near else ""
