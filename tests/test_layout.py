@@ -125,11 +125,16 @@ def test_files_and_functions_are_small() -> None:
 PURE_DECISIONS = (
     "gangway.admission",
     "gangway.capacity",
+    "gangway.packing",
     "gangway.placement",
     "gangway.preemption",
     "gangway.why",
     "gangway.snapshot.model",
     "gangway.snapshot.objects",
+    "gangway.simulation.arrivals",
+    "gangway.simulation.fgd",
+    "gangway.simulation.policies",
+    "gangway.simulation.replay",
 )
 IO = ("kubernetes", "mlflow", "boto3", "requests", "gangway.snapshot.live", "gangway.cluster")
 

@@ -80,12 +80,22 @@ def test_ties_go_to_the_tightest_then_the_lowest_node() -> None:
     assert choose(cluster(same, half), Profile.of([]), one_gpu()) == (1, (4,))
 
 
-def test_room_counts_the_copies_cpu_memory_and_gpus_allow() -> None:
-    nodes = cluster((24000, 393216, [1000] * 4, "G2"), (96000, 393216, [470, 0], "G2"))
+def test_room_for_whole_gpus_is_every_free_gpu_while_one_pod_still_fits() -> None:
+    four = [1000] * 4
+    nodes = cluster(
+        (24000, 393216, four, "G2"), (8000, 393216, four, "G2"), (96000, 393216, [470, 0], "G2")
+    )
     room = Packer(Profile.of([one_gpu(cpu=12000)]), nodes).room()
-    assert list(room) == [2000.0, 0.0]  # CPU for two pods; no whole GPU on the second
+    assert list(room) == [4000.0, 0.0, 0.0]  # CPU for two pods; for none: all four stranded
+
+
+def test_room_for_a_shared_shape_is_the_copies_cpu_memory_and_gpus_allow() -> None:
+    four = [1000] * 4
+    nodes = cluster(
+        (24000, 393216, four, "G2"), (8000, 393216, four, "G2"), (96000, 393216, [470, 0], "G2")
+    )
     shared = Packer(Profile.of([one_gpu(milli=230)]), nodes).room()
-    assert list(shared) == [3 * 230, 2 * 230]  # 16 fit the GPUs, CPU allows 3
+    assert list(shared) == [3 * 230, 1 * 230, 2 * 230]  # 16 fit the GPUs, CPU allows 3; 1; 2
 
 
 def test_a_node_whose_state_changed_is_valued_again() -> None:

@@ -10,12 +10,13 @@ against the published results on a real GPU-cluster trace, so what is measured i
   it accepts, each weighted by how often it comes. CPU-only shapes take no GPU room and are
   left out; the rarest shapes are kept — a rare large pod that only some nodes can hold is
   the one a careless placement makes fail.
-* The **room** a node has for a shape is the GPU capacity copies of that shape could still
-  take there: the fewest copies its CPU, its memory or its GPUs allow (a shared pod fits
-  ⌊idle ÷ share⌋ times on each GPU; a pod of whole GPUs needs that many completely free ones),
-  times the GPU milli of one copy; none where the node's GPU model is not accepted. CPU or
-  memory used up beside idle GPUs therefore counts as lost GPU room, as does a GPU left with
-  a sliver no shape fits.
+* The **room** a node has for a shape: for a shared shape, the GPU milli copies of it could
+  still take there — the fewest copies the node's CPU, memory or GPUs allow (⌊idle ÷ share⌋
+  on each GPU), times its share; for a whole-GPU shape, all the node's completely free GPUs
+  while at least one copy still fits there (CPU, memory, enough free GPUs), else none — the
+  node either can still serve that shape or all its free GPUs are lost to it; none where the
+  node's GPU model is not accepted. CPU or memory used up beside idle GPUs therefore counts as
+  lost GPU room, as does a GPU left with a sliver no shape fits.
 * A placement's **loss** is how much the profile-weighted room of the node drops, counted in
   steps of :data:`LOSS_STEP` milli-GPU. The pod goes where the loss is least; ties go to the
   tightest fit (the least idle left on the GPU a shared pod takes, else the least idle GPU
@@ -40,8 +41,9 @@ __all__ = ["LOSS_STEP", "MILLI", "Choice", "Nodes", "Packer", "Profile", "Shape"
 
 MILLI = 1000
 """One whole GPU, in milli-GPU."""
-LOSS_STEP = 80.0
-"""Losses closer than this (milli-GPU) count as equal, so first fit decides between them."""
+LOSS_STEP = 150.0
+"""Losses within the same step (milli-GPU) count as equal, so the tightest fit and then first
+fit decide between them (chosen on the trace: docs/simulation.md)."""
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.floating[Any]]
@@ -131,8 +133,9 @@ class _Arrays:
     whole: Counts
     """GPUs a whole-GPU shape needs; +inf for a shared one."""
     shared: npt.NDArray[np.bool_]
-    value: Counts
-    """Weight × GPU milli of one copy: what one copy of the shape is worth."""
+    per_copy: Counts
+    """A shared shape's milli per copy; 0 for a whole-GPU shape."""
+    weight: Counts
     per_full: Counts
     """Copies a completely free GPU takes (shared: ⌊1000 ÷ share⌋; whole: 0)."""
 
@@ -147,9 +150,8 @@ class _Arrays:
             share=share,
             whole=np.array([np.inf if x.shared else x.gpus for x in s], dtype=F32),
             shared=shared,
-            value=np.array(
-                [x.total_milli * w for x, w in zip(s, profile.weights, strict=True)], dtype=F32
-            ),
+            per_copy=np.where(shared, share, F32(0)),
+            weight=np.array(profile.weights, dtype=F32),
             per_full=np.floor(F32(MILLI) / share),
         )
 
@@ -163,8 +165,8 @@ class Packer:
     _p: _Arrays = field(init=False)
     _access: Counts | None = field(init=False)
     """(nodes, shapes): 1 where the node's model is accepted; None when every shape takes any."""
-    _counts: Counts = field(init=False)
-    """(nodes, shapes): copies of each shape each node still takes."""
+    _rooms: Counts = field(init=False)
+    """(nodes, shapes): each node's room for each shape (milli-GPU)."""
     _copies: Counts = field(init=False)
     """(nodes, shapes): copies of each shared shape the node's GPUs take (CPU aside)."""
     _seen: tuple[Ints, Ints, Ints] = field(init=False)
@@ -185,7 +187,7 @@ class Packer:
             self._access = access
         self._seen = (n.cpu.copy(), n.memory.copy(), n.gpu_idle.copy())
         self._copies = self._copies_of(n.gpu_idle)
-        self._counts = self._counts_of(
+        self._rooms = self._rooms_of(
             n.cpu, n.memory, self._copies, (n.gpu_idle == MILLI).sum(1), self._access
         )
 
@@ -194,19 +196,21 @@ class Packer:
         copies: Counts = np.floor(free[:, :, None] / self._p.share).sum(axis=1, dtype=F32)
         return copies
 
-    def _counts_of(
+    def _rooms_of(
         self, cpu: Ints, memory: Ints, copies: Counts, full: Ints, access: Counts | None
     ) -> Counts:
-        """(rows, shapes): copies of each shape the rows take — the fewest their CPU, memory
-        and GPUs allow."""
+        """(rows, shapes): the room (milli-GPU) of each row for each shape — for a shared
+        shape, the copies its CPU, memory and GPUs allow times its share; for a whole-GPU
+        shape, every completely free GPU while one copy still fits, else none."""
         p = self._p
+        free = full.astype(F32)[:, None]
         k = np.minimum(cpu.astype(F32)[:, None] / p.cpu, memory.astype(F32)[:, None] / p.memory)
-        gpu = np.where(p.shared, copies, full.astype(F32)[:, None] / p.whole)
-        counts: Counts = np.floor(np.minimum(k, gpu))
-        return counts if access is None else counts * access
+        k = np.floor(np.minimum(k, np.where(p.shared, copies, free / p.whole)))
+        rooms: Counts = np.where(p.shared, k * p.per_copy, (k >= 1) * free * F32(MILLI))
+        return rooms if access is None else rooms * access
 
     def _refresh(self) -> None:
-        """Recompute the counts of the nodes whose free capacity changed since last seen."""
+        """Recompute the room of the nodes whose free capacity changed since last seen."""
         n, (cpu, mem, idle) = self.nodes, self._seen
         rows = np.flatnonzero(
             (n.cpu != cpu) | (n.memory != mem) | (n.gpu_idle != idle).any(axis=1)
@@ -215,7 +219,7 @@ class Packer:
             return
         cpu[rows], mem[rows], idle[rows] = n.cpu[rows], n.memory[rows], n.gpu_idle[rows]
         self._copies[rows] = self._copies_of(n.gpu_idle[rows])
-        self._counts[rows] = self._counts_of(
+        self._rooms[rows] = self._rooms_of(
             n.cpu[rows],
             n.memory[rows],
             self._copies[rows],
@@ -226,7 +230,7 @@ class Packer:
     def room(self) -> Floats:
         """Each node's profile-weighted room now (milli-GPU)."""
         self._refresh()
-        value: Floats = self._counts @ self._p.value
+        value: Floats = self._rooms @ self._p.weight
         return value
 
     def choose(self, pod: Shape, candidates: Ints) -> Choice:
@@ -256,15 +260,15 @@ class Packer:
                 + np.floor((before - F32(pod.gpu_milli)) / p.share)
             )
             access = None if self._access is None else self._access[c[k]]
-            after = self._counts_of(cpu[k], mem[k], copies, full[k] - (idle[k, g] == MILLI), access)
-            loss = (self._counts[c[k]] - after) @ p.value
+            after = self._rooms_of(cpu[k], mem[k], copies, full[k] - (idle[k, g] == MILLI), access)
+            loss = (self._rooms[c[k]] - after) @ p.weight
             return c[k], g, loss, idle[k, g] - pod.gpu_milli
         rest = np.floor(F32(MILLI - pod.gpu_milli) / p.share) if pod.gpus else F32(0)
         copies = (self._copies[c] - F32(pod.gpus) * (p.per_full - rest)).astype(F32)
         access = None if self._access is None else self._access[c]
-        after = self._counts_of(cpu, mem, copies, full - pod.gpus, access)
+        after = self._rooms_of(cpu, mem, copies, full - pod.gpus, access)
         left = np.maximum(idle, 0).sum(1) - pod.total_milli
-        loss = (self._counts[c] - after) @ p.value
+        loss = (self._rooms[c] - after) @ p.weight
         return c, np.full(len(c), -1, dtype=np.int64), loss, left
 
 
