@@ -108,28 +108,38 @@ def summary_md(runs: Sequence[Run], *, title: str, about: Sequence[str]) -> str:
 
 
 def plot(runs: Sequence[Run], title: str) -> bytes:
-    """allocation.png: mean allocation against arrived demand per policy, min–max shaded."""
+    """allocation.png: mean allocation against arrived demand per policy (min–max shaded),
+    the whole range on the left and, on the right, from 80 % arrived on, where they part."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    fig, (whole, near) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=120)
     xs = list(range(len(runs[0].curve)))
-    ax.plot([0, 100, xs[-1]], [0, 100, 100], color="0.8", lw=1, ls="--", label="limit")
+    lowest = 100.0
+    for ax in (whole, near):
+        ax.plot([0, 100, xs[-1]], [0, 100, 100], color="0.8", lw=1, ls="--", label="limit")
     for policy in dict.fromkeys(r.policy for r in runs):
         rs = [r.curve for r in runs if r.policy == policy]
         cols = [[c[k] for c in rs] for k in xs]
         mean = [statistics.mean(c) if not any(map(math.isnan, c)) else math.nan for c in cols]
-        ax.plot(xs, mean, lw=1.6, label=policy)
-        ax.fill_between(xs, [min(c) for c in cols], [max(c) for c in cols], alpha=0.2)
-    ax.set_xlabel("arrived GPU demand (% of capacity)")
-    ax.set_ylabel("GPU allocation (% of capacity)")
-    ax.set_title(title, fontsize=10)
-    ax.set_xlim(0, xs[-1])
-    ax.set_ylim(0, 102)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+        lo, hi = [min(c) for c in cols], [max(c) for c in cols]
+        for ax in (whole, near):
+            (line,) = ax.plot(xs, mean, lw=1.6, label=policy)
+            ax.fill_between(xs, lo, hi, alpha=0.2, color=line.get_color())
+        lowest = min([lowest, *(v for v in lo[80:] if not math.isnan(v))])
+    whole.set_xlim(0, xs[-1])
+    whole.set_ylim(0, 102)
+    near.set_xlim(80, xs[-1])
+    near.set_ylim(max(0.0, lowest - 1), 100.5)
+    near.set_title("from 80 % arrived", fontsize=9)
+    for ax in (whole, near):
+        ax.set_xlabel("arrived GPU demand (% of capacity)")
+        ax.grid(alpha=0.3)
+    whole.set_ylabel("GPU allocation (% of capacity)")
+    whole.set_title(title, fontsize=10)
+    near.legend(loc="lower right")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
