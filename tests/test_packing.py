@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangway.packing import MILLI, Nodes, Packer, Profile, Shape
+from gangway.packing import MAX_SHAPES, MILLI, Nodes, Packer, Profile, Shape
 
 
 def cluster(*nodes: tuple[int, int, list[int], str]) -> Nodes:
@@ -38,6 +38,13 @@ FULL = [MILLI] * 8
 def choose(nodes: Nodes, profile: Profile, pod: Shape) -> tuple[int, tuple[int, ...]]:
     c = Packer(profile, nodes).choose(pod, np.arange(len(nodes.cpu)))
     return c.node, c.gpus
+
+
+def test_a_profile_keeps_the_most_frequent_shapes_so_placement_stays_fast() -> None:
+    rare = [one_gpu(cpu=1000 + i) for i in range(MAX_SHAPES + 40)]
+    profile = Profile.of([one_gpu()] * 5 + rare)
+    assert len(profile.shapes) == MAX_SHAPES and profile.shapes[0] == one_gpu()
+    assert abs(sum(profile.weights) - 1) < 1e-9
 
 
 def test_shared_pod_takes_the_gpu_it_fills_best() -> None:

@@ -86,11 +86,13 @@ def test_capacity_planning_on_a_snapshot_and_a_workload_file(
         (["--seeds", "0"], "--seeds 0: give 1 to 1000"),
         (["--tune", "0"], "--tune 0.0: give a ratio in (0, 10]"),
         (["--jobs", "0"], "--jobs 0: give 1 or more"),
-        (["--snapshot", "example"], "give the nodes: --nodes FILE, or --snapshot"),
+        (["--snapshot", "example"], "give --nodes FILE or --snapshot FILE, not both"),
         (["--cluster", "us-east"], "--cluster goes with --snapshot"),
+        (["--out", ""], "--out: give a directory"),
+        (["--pods", " "], "--pods: give a file"),
     ],
     ids=["policy-typo", "policy-hint", "no-policy", "no-seeds", "no-tune", "no-jobs",
-         "nodes-twice", "cluster-without-snapshot"],
+         "nodes-and-snapshot", "cluster-without-snapshot", "empty-out", "empty-pods"],
 )  # fmt: skip
 def test_a_bad_option_is_one_line_naming_it(
     files: tuple[Path, Path], tmp_path: Path, args: list[str], says: str
@@ -130,3 +132,30 @@ def test_help_explains_the_method_and_the_outputs() -> None:
     assert res.returncode == 0
     for word in ("allocation.csv", "summary.md", "allocation.png", "--tune", "--snapshot"):
         assert word in res.stdout
+
+
+def test_odd_paths_and_hopeless_pods_are_reported_as_they_are(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    nodes, pods = files
+    odd = tmp_path / "pods[bold].csv"
+    text = pods.read_text().splitlines()
+    text.append("huge,1000,1024,16,1000,,LS,Running")  # more GPUs than any node has
+    odd.write_text("\n".join(text) + "\n")
+    out = tmp_path / "res[/]"
+    res = gangway("simulate", "--nodes", str(nodes), "--pods", str(odd), "--seeds", "1",
+                  "--policy", "bestfit", "--out", str(out))  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert f"{odd}:{len(text)}: column num_gpu: 16, but the most on any node is 8" in res.stderr
+    assert f"wrote {out / 'summary.md'}" in res.stdout
+    summary = (out / "summary.md").read_text()
+    assert "1 that no node could take" in summary and "seed 42," in summary
+
+
+def test_out_is_checked_before_the_replay(files: tuple[Path, Path], tmp_path: Path) -> None:
+    nodes, pods = files
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    res = gangway("simulate", "--nodes", str(nodes), "--pods", str(pods),
+                  "--out", str(tmp_path / "dangling"))  # fmt: skip
+    assert res.returncode == 1 and "a link to nothing" in res.stderr, res.stderr
+    assert "replaying" not in res.stderr

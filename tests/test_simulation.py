@@ -7,6 +7,7 @@ are behind the benchmark marker (tests/bench/test_placement_quality.py)."""
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from pathlib import Path
@@ -128,6 +129,79 @@ def test_a_bad_node_list_names_file_line_and_column(
     with pytest.raises(PermanentError) as e:
         read_nodes(p)
     assert str(p) in str(e.value) and says in str(e.value)
+
+
+POD_HEAD = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (POD_HEAD + "x,1_000,1,1,500\n", ":2: column cpu_milli: '1_000' is not a whole number"),
+        (POD_HEAD + "x,\uff11,1,1,500\n", ":2: column cpu_milli: '\uff11' is not a whole"),
+        (POD_HEAD + "x,1,1,1,500\nx,2,1,1,500\n", ":3: column name: 'x' again (first on line 2)"),
+        (POD_HEAD + "x,1,1,1,500,9\n", ":2: 6 fields but the header has 5"),
+        ("name,cpu_milli,cpu_milli,memory_mib,num_gpu,gpu_milli\n", "'cpu_milli' appears twice"),
+    ],
+    ids=["underscores", "full-width-digit", "duplicate-name", "extra-field", "duplicate-column"],
+)
+def test_a_pod_list_is_read_strictly(tmp_path: Path, content: str, says: str) -> None:
+    p = tmp_path / "pods.csv"
+    p.write_text(content, encoding="utf-8")
+    with pytest.raises(PermanentError) as e:
+        read_pods(p)
+    assert str(p) in str(e.value) and says in str(e.value)
+
+
+def test_a_pod_list_saved_by_excel_reads_the_same(tmp_path: Path) -> None:
+    p = tmp_path / "pods.csv"
+    p.write_bytes(
+        b"\xef\xbb\xbfname, cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\r\n"
+        b"x,1000,1024,1,500, V100M16 | G2 \r\n\r\n"
+    )
+    (pod,) = read_pods(p)
+    assert pod.cpu_milli == 1000 and pod.models == {"V100M16", "G2"} and pod.line == 2
+
+
+def test_pods_no_node_could_take_are_named_with_the_column_at_fault() -> None:
+    from gangway.simulation.trace import never_fit
+
+    nodes = [_node("a", 8, "V100", cpu=32000), _node("b", 2, "T4", cpu=96000)]
+    pods = [
+        _pod("ok", 1, 500, models="T4"),
+        _pod("case", 1, 500, models="v100"),
+        _pod("many", 4, 1000, models="T4"),
+        _pod("cpu", 1, 1000, cpu=64000, models="V100"),
+        _pod("together", 8, 1000, cpu=64000),
+        _pod("cpu-only", 0, 0, cpu=200000),
+    ]
+    why = {p.name: w for p, w in never_fit(nodes, pods)}
+    assert why == {
+        "case": "gpu_spec: 'v100' names no node's model (they are T4, V100); did you mean V100?",
+        "many": "num_gpu: 4, but the most on any node of model T4 is 2",
+        "cpu": "cpu_milli: 64000, but the most on any node of model V100 is 32000",
+        "together": "no node has its CPU, memory and GPUs together",
+        "cpu-only": "cpu_milli: 200000, but the most on any node is 96000",
+    }
+
+
+def test_a_jump_past_several_points_holds_the_allocation_before_it() -> None:
+    out, _ = replay([_node("a", 10)], [_pod("p", 1, 1000), _pod("q", 8, 1000)], bestfit, seed=1)
+    curve = allocation_curve(out, capacity_gpus=10)
+    assert curve[0] == 0.0 and curve[11] == 10.0 and curve[50] == 10.0 and curve[88] == 10.0
+    assert curve[89] == curve[91] == 90.0 and all(c != c for c in curve[92:])
+
+
+def test_a_mark_some_seed_never_reached_is_no_number_rather_than_a_flattering_one() -> None:
+    from gangway.simulation.report import headlines, summary_md
+
+    nodes, _ = small_trace()
+    pods = tuple(_pod(f"p{i}", 1, 1000) for i in range(10))
+    runs = simulate(Workload(tuple(nodes), pods, tune=1.0), ["bestfit"], range(42, 44))
+    assert all(math.isnan(r.curve[130]) and math.isnan(r.fragmented[130]) for r in runs)
+    (h,) = headlines(runs)
+    assert not math.isnan(h.at[100][0]) and all(math.isnan(v) for v in h.at[130])
+    assert "— ± —" in summary_md(runs, title="t", about=[])
 
 
 def test_a_bad_pod_list_names_file_line_and_column(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from gangway.contract import EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
 
 __all__ = [
     "GangwayError",
+    "Interrupted",
     "NotFoundError",
     "PermanentError",
     "Preempted",
@@ -54,6 +55,12 @@ class Preempted(GangwayError):
     """The step received SIGTERM and stopped after saving what it could."""
 
     exit_code = EXIT_PREEMPTED
+
+
+class Interrupted(GangwayError):
+    """The user stopped a command (Ctrl-C or SIGTERM) before it wrote anything."""
+
+    exit_code = 130
 
 
 def field_errors(e: Any, *, root: str, limit: int | None = None) -> str:

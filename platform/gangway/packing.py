@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LOSS_STEP", "MILLI", "Choice", "Nodes", "Packer", "Profile", "Shape"]
+__all__ = ["LOSS_STEP", "MAX_SHAPES", "MILLI", "Choice", "Nodes", "Packer", "Profile", "Shape"]
 
 MILLI = 1000
 """One whole GPU, in milli-GPU."""
@@ -91,6 +91,10 @@ class Choice:
     """The GPUs (indexes on the node) the pod takes; empty without GPUs."""
 
 
+MAX_SHAPES = 256
+"""Shapes a profile keeps (the openb pod lists have at most 126)."""
+
+
 @dataclass(frozen=True)
 class Profile:
     """The expected mix of GPU pod shapes, with weights that sum to 1."""
@@ -100,9 +104,11 @@ class Profile:
 
     @classmethod
     def of(cls, pods: Iterable[Shape]) -> Profile:
-        """The profile of ``pods`` (e.g. a workload file, or the gangs of a snapshot)."""
+        """The profile of ``pods`` (e.g. a workload file, or the gangs of a snapshot): the
+        :data:`MAX_SHAPES` most frequent shapes (placement costs time in the number of
+        shapes; the rarer ones are left out of the expectation, not refused)."""
         counts = Counter(p for p in pods if p.gpus)
-        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], _order(kv[0])))
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], _order(kv[0])))[:MAX_SHAPES]
         return cls.weighted({s: float(n) for s, n in ranked})
 
     @classmethod

@@ -4,6 +4,7 @@ against placement policies, by the method of docs/simulation.md."""
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gangway.cli._output import console, err_console
-from gangway.errors import PermanentError, closest
+from gangway.errors import Interrupted, PermanentError, closest
 
 __all__ = ["simulate_cmd"]
 
@@ -24,15 +25,18 @@ POLICY_HELP = (
 
 def simulate_cmd(
     pods: Annotated[
-        Path,
+        str,
         typer.Option(
             "--pods",
-            help="the pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec])",
+            help="the pod list CSV: columns name, cpu_milli, memory_mib, num_gpu, gpu_milli "
+            "and optionally gpu_spec (GPU models separated by |)",
         ),
     ],
     nodes: Annotated[
-        Path | None,
-        typer.Option("--nodes", help="the node list CSV (sn,cpu_milli,memory_mib,gpu,model)"),
+        str | None,
+        typer.Option(
+            "--nodes", help="the node list CSV: columns sn, cpu_milli, memory_mib, gpu, model"
+        ),
     ] = None,
     snapshot: Annotated[
         str | None,
@@ -45,14 +49,23 @@ def simulate_cmd(
         str | None, typer.Option("--cluster", help="with --snapshot: which of its clusters")
     ] = None,
     policy: Annotated[str, typer.Option("--policy", help=POLICY_HELP)] = "random,bestfit,gangway",
-    seeds: Annotated[int, typer.Option("--seeds", help="how many seeds (42, 43, …)")] = 10,
+    seeds: Annotated[
+        int, typer.Option("--seeds", help="how many seeds, 1 to 1000 (42, 43, …)")
+    ] = 10,
     tune: Annotated[
-        float, typer.Option("--tune", help="arrivals stop at this × the GPU capacity")
+        float,
+        typer.Option(
+            "--tune",
+            help="after the pod list itself, copies of its pods arrive until the GPU demand "
+            "reaches this × the GPU capacity; in (0, 10]",
+        ),
     ] = 1.3,
-    out: Annotated[Path, typer.Option("--out", help="where the results go")] = Path(
-        "simulation"
-    ),
-    jobs: Annotated[int, typer.Option("--jobs", help="replays at once (processes)")] = 1,
+    out: Annotated[
+        str, typer.Option("--out", help="the directory the results go to (made if missing)")
+    ] = "simulation",
+    jobs: Annotated[
+        int, typer.Option("--jobs", help="replays at once (processes); at most the CPU count")
+    ] = 1,
 ) -> None:
     """Replay a workload against placement policies: GPU allocation vs arrived demand.
 
@@ -69,43 +82,93 @@ def simulate_cmd(
     from gangway.simulation.run import FIRST_SEED, Workload, check_policies
 
     names = check_policies(policy.split(","))
-    if seeds < 1 or seeds > 1000:
-        raise PermanentError(f"--seeds {seeds}: give 1 to 1000")
-    if jobs < 1:
-        raise PermanentError(f"--jobs {jobs}: give 1 or more")
+    _check_counts(seeds, jobs)
     target = _out_dir(out)
-    work = Workload(tuple(_nodes(nodes, snapshot, cluster)), tuple(_pods(pods)), tune)
+    pod_file = _file("--pods", pods)
+    work = Workload(tuple(_nodes(nodes, snapshot, cluster)), tuple(_pods(pod_file)), tune)
     work.check()
-    with_plot = importlib.util.find_spec("matplotlib") is not None
-    if not with_plot:
-        err_console.print(
-            "warning: no matplotlib here, so no allocation.png; pip install 'gangway[simulate]'"
-        )
+    hopeless = _warn_never_fit(pod_file, work)
+    with_plot = _warn_machine(jobs)
     runs = _replay(work, names, range(FIRST_SEED, FIRST_SEED + seeds), jobs)
     _print(runs)
     from gangway.simulation.report import write_outputs
 
     source = f"--snapshot {snapshot}" + (f" --cluster {cluster}" if cluster else "")
+    last = FIRST_SEED + seeds - 1
     about = [
-        f"nodes: {nodes if nodes else source} ({len(work.nodes)} nodes, "
-        f"{work.capacity_gpus} GPUs)",
-        f"pods: {pods} ({len(work.pods)} pods)",
-        f"seeds {FIRST_SEED}–{FIRST_SEED + seeds - 1}, tune {tune}",
+        f"nodes: {nodes if nodes else source} ({len(work.nodes)} nodes, {work.capacity_gpus} GPUs)",
+        f"pods: {pods} ({len(work.pods)} pods; {hopeless} that no node could take)",
+        (f"seeds {FIRST_SEED}–{last}" if seeds > 1 else f"seed {FIRST_SEED}") + f", tune {tune}",
     ]
-    title = f"GPU allocation: {pods.name}"
+    title = f"GPU allocation: {pod_file.name}"
     for path in write_outputs(target, runs, title=title, about=about, with_plot=with_plot):
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", markup=False, highlight=False)
 
 
-def _out_dir(out: Path) -> Path:
-    if str(out).strip() in ("",):
+def _check_counts(seeds: int, jobs: int) -> None:
+    if seeds < 1 or seeds > 1000:
+        raise PermanentError(f"--seeds {seeds}: give 1 to 1000")
+    if jobs < 1:
+        raise PermanentError(f"--jobs {jobs}: give 1 or more")
+
+
+def _warn_machine(jobs: int) -> bool:
+    """Warn of what this machine lacks for the run; whether the plot can be drawn."""
+    if jobs > (os.cpu_count() or 1):
+        err_console.print(
+            f"warning: --jobs {jobs} is more than the {os.cpu_count()} CPUs here; "
+            "the replays will share them",
+            markup=False,
+        )
+    with_plot = importlib.util.find_spec("matplotlib") is not None
+    if not with_plot:
+        err_console.print(
+            "warning: no matplotlib here, so no allocation.png (an earlier one in --out is "
+            "removed); pip install 'gangway[simulate]'",
+            markup=False,
+        )
+    return with_plot
+
+
+def _warn_never_fit(path: Path, work: Any) -> int:
+    """Say which pods no node could take even when empty (they will count as failed)."""
+    from gangway.simulation.trace import never_fit
+
+    hopeless = never_fit(work.nodes, work.pods)
+    if hopeless:
+        shown = "".join(f"\n  {path}:{p.line}: column {why}" for p, why in hopeless[:5])
+        more = f"\n  … and {len(hopeless) - 5} more" if len(hopeless) > 5 else ""
+        err_console.print(
+            f"warning: {len(hopeless)} pod(s) can never be placed on these nodes and will "
+            f"count as failed:{shown}{more}",
+            markup=False,
+            highlight=False,
+        )
+    return len(hopeless)
+
+
+def _file(option: str, raw: str) -> Path:
+    if not raw.strip():
+        raise PermanentError(f"{option}: give a file")
+    return Path(raw)
+
+
+def _out_dir(raw: str) -> Path:
+    """``--out``, checked before minutes of replay: a directory, or one that can be made."""
+    if not raw.strip():
         raise PermanentError("--out: give a directory")
+    out = Path(raw)
     if out.exists() and not out.is_dir():
         raise PermanentError(f"--out {out}: not a directory; give a directory for the results")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise PermanentError(f"--out {out}: cannot create it: {e.strerror or e}") from None
+    if out.is_symlink() and not out.exists():
+        raise PermanentError(f"--out {out}: a link to nothing; give a directory")
+    parent = out
+    while not os.path.lexists(parent):
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PermanentError(f"--out {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermanentError(f"--out {out}: {parent} is not writable")
     return out
 
 
@@ -115,15 +178,20 @@ def _pods(path: Path) -> list[Any]:
     return read_pods(path)
 
 
-def _nodes(path: Path | None, snapshot: str | None, cluster: str | None) -> list[Any]:
+def _nodes(path: str | None, snapshot: str | None, cluster: str | None) -> list[Any]:
     from gangway.simulation.trace import nodes_of, read_nodes
 
-    if (path is None) == (snapshot is None):
-        raise PermanentError("give the nodes: --nodes FILE, or --snapshot FILE --cluster NAME")
+    if path is not None and snapshot is not None:
+        raise PermanentError("give --nodes FILE or --snapshot FILE, not both")
+    if path is None and snapshot is None:
+        raise PermanentError(
+            "give the nodes: --nodes FILE, or --snapshot FILE --cluster NAME "
+            "(--snapshot example for a sample)"
+        )
     if path is not None:
         if cluster:
             raise PermanentError("--cluster goes with --snapshot, not with --nodes")
-        return read_nodes(path)
+        return read_nodes(_file("--nodes", path))
     from gangway.cli.scheduling import read_snapshot
 
     snap = read_snapshot(snapshot)
@@ -135,7 +203,10 @@ def _nodes(path: Path | None, snapshot: str | None, cluster: str | None) -> list
         hint = f"; did you mean {near!r}?" if near else ""
         what = f"--cluster {cluster}: not in the snapshot" if cluster else "give --cluster"
         raise PermanentError(f"{what} (one of {', '.join(known)}){hint}")
-    return nodes_of(snap.clusters[cluster])
+    found = nodes_of(snap.clusters[cluster])
+    if not found:
+        raise PermanentError(f"--cluster {cluster}: no schedulable node in {snapshot}")
+    return found
 
 
 def _replay(work: Any, names: list[str], seeds: range, jobs: int) -> list[Any]:
@@ -149,15 +220,17 @@ def _replay(work: Any, names: list[str], seeds: range, jobs: int) -> list[Any]:
         TextColumn("pods"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task("replay", total=total)
-        return simulate(
-            work, names, seeds, jobs=jobs, progress=lambda n: bar.advance(task, n)
-        )
+    try:
+        with Progress(*columns, console=err_console, transient=True) as bar:
+            task = bar.add_task("replay", total=total)
+            advance = lambda n: bar.advance(task, n)  # noqa: E731
+            return simulate(work, names, seeds, jobs=jobs, progress=advance)
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted: no results written") from None
 
 
 def _print(runs: list[Any]) -> None:
-    from gangway.simulation.report import headlines
+    from gangway.simulation.report import headlines, pct
     from gangway.simulation.run import MARKS
 
     table = Table(title="GPU allocation % (mean ± sd over seeds)")
@@ -168,12 +241,12 @@ def _print(runs: list[Any]) -> None:
     table.add_column("fragmented at 100 %", justify="right")
     table.add_column("µs / pod", justify="right")
     for h in headlines(runs):
-        cells = [f"{h.at[k][0]:.2f} ± {h.at[k][1]:.2f}" for k in MARKS]
+        cells = [f"{pct(h.at[k][0])} ± {pct(h.at[k][1])}" for k in MARKS]
         table.add_row(
             h.policy,
             *cells,
             f"{h.failed:.0f}",
-            f"{h.fragmented[100]:.2f} %",
+            f"{pct(h.fragmented[100])} %",
             f"{h.micros_per_pod:.0f}",
         )
     console.print(table)

@@ -69,8 +69,12 @@ class Fgd:
         return self._access
 
     def _frag(
-        self, cpu: npt.NDArray[np.int64], count: npt.NDArray[np.int64],
-        part: npt.NDArray[np.int64], total: npt.NDArray[np.int64], access: npt.NDArray[np.bool_],
+        self,
+        cpu: npt.NDArray[np.int64],
+        count: npt.NDArray[np.int64],
+        part: npt.NDArray[np.int64],
+        total: npt.NDArray[np.int64],
+        access: npt.NDArray[np.bool_],
     ) -> npt.NDArray[np.float64]:
         fits = access & (count >= self.count) & (cpu[:, None] >= self.cpu) & (self.milli > 0)
         frag: npt.NDArray[np.float64] = np.where(fits, part, total[:, None]) @ self.weight

@@ -103,7 +103,7 @@ class Outcome:
     failed_gpu_pods: int = 0
     fragmented: dict[int, int] = field(default_factory=dict)
     """Arrived % → fragmented GPU milli (:func:`fragmented_milli`) when arrivals first
-    reached it (the last attempt's state if they never did)."""
+    reached it; absent where they never did."""
 
 
 def replay(
@@ -143,8 +143,6 @@ def replay(
             out.fragmented[pending.pop(0)] = fragmented_milli(cluster, mix)
         if progress is not None and i % 500 == 0:
             progress(500)
-    for mark in pending:
-        out.fragmented[mark] = fragmented_milli(cluster, mix)
     if progress is not None:
         progress(len(pods) % 500)
     return out, cluster
@@ -153,12 +151,16 @@ def replay(
 def allocation_curve(out: Outcome, capacity_gpus: int, top: int = 130) -> list[float]:
     """GPU allocation % at each arrived-demand % 0..``top``: the mean allocation over the
     attempts whose arrived % rounds (half to even) to it; where none does, over its
-    neighbours (k−1..k+1); NaN where none of those has any either."""
+    neighbours (k−1..k+1), as the method reads it. Where a large pod jumps past several
+    points, the allocation before the jump holds there (nothing changes between attempts);
+    NaN only past the last arrival."""
     scale = capacity_gpus * 10  # milli → percent of capacity
-    arrived_pct = np.rint(np.array(out.arrived, dtype=np.float64) / scale).astype(np.int64)
+    arrived = np.array(out.arrived, dtype=np.float64) / scale
+    arrived_pct = np.rint(arrived).astype(np.int64)
     alloc_pct = np.round(np.array(out.used, dtype=np.float64) / scale, 2)
     sums = np.bincount(arrived_pct, weights=alloc_pct, minlength=top + 2)[: top + 2]
     counts = np.bincount(arrived_pct, minlength=top + 2)[: top + 2]
+    reached = float(arrived[-1]) if len(arrived) else 0.0
     curve = []
     for k in range(top + 1):
         if counts[k]:
@@ -166,5 +168,11 @@ def allocation_curve(out: Outcome, capacity_gpus: int, top: int = 130) -> list[f
             continue
         lo, hi = max(k - 1, 0), k + 2
         n = counts[lo:hi].sum()
-        curve.append(float(sums[lo:hi].sum() / n) if n else float("nan"))
+        if n:
+            curve.append(float(sums[lo:hi].sum() / n))
+        elif k <= reached:
+            before = int(np.searchsorted(arrived, k, side="right"))  # attempts at or below k
+            curve.append(float(alloc_pct[before - 1]) if before else 0.0)
+        else:
+            curve.append(float("nan"))
     return curve

@@ -16,7 +16,15 @@ from pathlib import Path
 from gangway.simulation.run import MARKS, Run
 from gangway.storage import write_atomic
 
-__all__ = ["Headline", "allocation_csv", "headlines", "plot", "summary_md", "write_outputs"]
+__all__ = [
+    "Headline",
+    "allocation_csv",
+    "headlines",
+    "pct",
+    "plot",
+    "summary_md",
+    "write_outputs",
+]
 
 
 @dataclass(frozen=True)
@@ -35,11 +43,12 @@ class Headline:
 
 
 def _spread(values: list[float]) -> tuple[float, float, float, float]:
-    ok = [v for v in values if not math.isnan(v)]
-    if not ok:
+    """Mean, sd, min and max over the seeds; all NaN unless every seed got there (a mean of
+    the seeds that did would flatter)."""
+    if not values or any(math.isnan(v) for v in values):
         return (math.nan,) * 4
-    sd = statistics.stdev(ok) if len(ok) > 1 else 0.0
-    return statistics.mean(ok), sd, min(ok), max(ok)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return statistics.mean(values), sd, min(values), max(values)
 
 
 def headlines(runs: Sequence[Run]) -> list[Headline]:
@@ -72,7 +81,8 @@ def allocation_csv(runs: Sequence[Run]) -> str:
     return buf.getvalue()
 
 
-def _pct(v: float) -> str:
+def pct(v: float) -> str:
+    """A percentage with two decimals; a dash where arrivals never got there."""
     return "—" if math.isnan(v) else f"{v:.2f}"
 
 
@@ -92,8 +102,8 @@ def summary_md(runs: Sequence[Run], *, title: str, about: Sequence[str]) -> str:
         row = f"| {h.policy} | {h.seeds} |"
         for k in MARKS:
             mean, sd, lo, hi = h.at[k]
-            row += f" {_pct(mean)} ± {_pct(sd)} ({_pct(lo)}–{_pct(hi)}) |"
-        frag = " / ".join(_pct(h.fragmented[k]) for k in MARKS)
+            row += f" {pct(mean)} ± {pct(sd)} ({pct(lo)}–{pct(hi)}) |"
+        frag = " / ".join(pct(h.fragmented[k]) for k in MARKS)
         row += f" {h.failed:.0f} ({h.failed_gpu_pods:.0f}) | {frag} | {h.micros_per_pod:.0f} |"
         lines.append(row)
     lines += [
@@ -122,9 +132,8 @@ def plot(runs: Sequence[Run], title: str) -> bytes:
         ax.plot([0, 100, xs[-1]], [0, 100, 100], color="0.8", lw=1, ls="--", label="limit")
     for policy in dict.fromkeys(r.policy for r in runs):
         rs = [r.curve for r in runs if r.policy == policy]
-        cols = [[c[k] for c in rs] for k in xs]
-        mean = [statistics.mean(c) if not any(map(math.isnan, c)) else math.nan for c in cols]
-        lo, hi = [min(c) for c in cols], [max(c) for c in cols]
+        spreads = [_spread([c[k] for c in rs]) for k in xs]
+        mean, lo, hi = ([s[i] for s in spreads] for i in (0, 2, 3))
         for ax in (whole, near):
             (line,) = ax.plot(xs, mean, lw=1.6, label=policy)
             ax.fill_between(xs, lo, hi, alpha=0.2, color=line.get_color())
@@ -149,13 +158,16 @@ def plot(runs: Sequence[Run], title: str) -> bytes:
 def write_outputs(
     out: Path, runs: Sequence[Run], *, title: str, about: Sequence[str], with_plot: bool
 ) -> list[Path]:
-    """Write the files into ``out``; the paths written."""
+    """Write the files into ``out``; the paths written. Without the plot, an allocation.png
+    left there by an earlier run is removed: it would contradict the new CSV."""
     files = {
         "allocation.csv": allocation_csv(runs).encode(),
         "summary.md": summary_md(runs, title=title, about=about).encode(),
     }
     if with_plot:
         files["allocation.png"] = plot(runs, title)
+    else:
+        (out / "allocation.png").unlink(missing_ok=True)
     written = []
     for name, data in files.items():
         write_atomic(out / name, data)

@@ -8,11 +8,13 @@ pod.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gangway.errors import PermanentError, closest
 from gangway.packing import MILLI, Profile
@@ -63,7 +65,8 @@ class Run:
     failed: int
     failed_gpu_pods: int
     fragmented: dict[int, float]
-    """Arrived % (:data:`MARKS`) → fragmented GPU capacity, % of capacity."""
+    """Arrived % (:data:`MARKS`) → fragmented GPU capacity, % of capacity (NaN where
+    arrivals never got)."""
     seconds: float
     """Time in the replay, placement included."""
 
@@ -113,7 +116,7 @@ def run_one(
         pods=len(arriving),
         failed=out.failed,
         failed_gpu_pods=out.failed_gpu_pods,
-        fragmented={k: v / scale for k, v in out.fragmented.items()},
+        fragmented={k: out.fragmented.get(k, math.nan) / scale for k in MARKS},
         seconds=seconds,
     )
 
@@ -141,17 +144,25 @@ def simulate(
 
 
 _WORK: Workload | None = None
+_DONE: Any = None
+"""In a worker: the pool's shared count of pods replayed (for the parent's progress bar)."""
 
 
-def _start(work: Workload) -> None:
-    global _WORK
-    _WORK = work
+def _start(work: Workload, done: Any) -> None:
+    global _WORK, _DONE
+    _WORK, _DONE = work, done
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # so that terminate() stops a worker
+
+
+def _count(n: int) -> None:
+    with _DONE.get_lock():
+        _DONE.value += n
 
 
 def _task(task: tuple[str, int]) -> Run:
     assert _WORK is not None
-    return run_one(_WORK, *task)
+    return run_one(_WORK, *task, progress=_count)
 
 
 def _parallel(
@@ -160,13 +171,34 @@ def _parallel(
     jobs: int,
     progress: Callable[[int], None] | None,
 ) -> Iterator[Run]:
-    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(tasks)), _start, (work,))
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops the workers too
+    context = multiprocessing.get_context("fork")
+    done = context.Value("q", 0)
+    pool = context.Pool(min(jobs, len(tasks)), _start, (work, done))
+    told = 0
     try:
-        for run in pool.imap_unordered(_task, tasks):
-            if progress is not None:
-                progress(run.pods)
+        results = pool.imap_unordered(_task, tasks)
+        for _ in tasks:
+            while True:
+                try:
+                    run = results.next(timeout=0.25)
+                    break
+                except multiprocessing.TimeoutError:
+                    told = _tell(progress, done.value, told)
+            told = _tell(progress, done.value, told)
             yield run
         pool.close()
     finally:
         pool.terminate()
         pool.join()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _tell(progress: Callable[[int], None] | None, now: int, told: int) -> int:
+    if progress is not None and now > told:
+        progress(now - told)
+    return now
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
