@@ -60,6 +60,27 @@ def test_one_seed_of_gangways_rule_on_the_default_trace_passes_fgds_published_me
     assert at100 >= fgd100 and at130 >= fgd130, (at100, at130)
 
 
+def test_no_policy_passes_the_packing_bound_and_gangways_rule_is_near_it() -> None:
+    from gangway.simulation.bound import allocation_bound, pods_until
+
+    work = trace("default")
+    (run,) = simulate(work, ["gangway"], range(42, 43))
+    cap = work.capacity_gpus
+    bound = allocation_bound(pods_until(arrivals(work.pods, seed=42, capacity_gpus=cap), cap), cap)
+    assert 96.5 < bound < 97.5 and bound - 1.5 < run.curve[100] < bound, (bound, run.curve[100])
+
+
+def test_the_packing_bound_is_exact_where_the_shares_pair_up() -> None:
+    from gangway.simulation.bound import allocation_bound
+
+    sixes = [_pod(f"a{i}", 1, 600) for i in range(20)]
+    assert allocation_bound(sixes, 10) == pytest.approx(60.0)  # one 600 per GPU, 400 idle
+    fours = [_pod(f"b{i}", 1, 400) for i in range(10)]
+    assert allocation_bound(sixes + fours, 10) == pytest.approx(100.0)  # 600 + 400 per GPU
+    whole = [_pod("w", 4, 1000), _pod("cpu", 0, 0)]
+    assert allocation_bound(whole + sixes, 10) == pytest.approx(76.0)  # 4 whole + 6 × 600
+
+
 def _node(name: str, gpus: int, model: str = "T4", cpu: int = 64000) -> TraceNode:
     return TraceNode(name, cpu, 262144, gpus, model)
 

@@ -375,8 +375,8 @@ def assign(
         if np.isfinite(left[best]):
             members = np.flatnonzero((ids == best) & (counts > 0))
             keys: tuple[Ints, ...] = (members, -counts[members])
-            loss = None if pod is None or len(members) < 2 else view.packing_loss(
-                members, pod, free
+            loss = (
+                None if pod is None or len(members) < 2 else view.packing_loss(members, pod, free)
             )
             order = members[np.lexsort(keys if loss is None else (*keys, loss))]
             name = view.domain_names[t][best]

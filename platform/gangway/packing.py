@@ -218,9 +218,7 @@ class Packer:
     def _refresh(self) -> None:
         """Recompute the room of the nodes whose free capacity changed since last seen."""
         n, (cpu, mem, idle) = self.nodes, self._seen
-        rows = np.flatnonzero(
-            (n.cpu != cpu) | (n.memory != mem) | (n.gpu_idle != idle).any(axis=1)
-        )
+        rows = np.flatnonzero((n.cpu != cpu) | (n.memory != mem) | (n.gpu_idle != idle).any(axis=1))
         if not len(rows):
             return
         cpu[rows], mem[rows], idle[rows] = n.cpu[rows], n.memory[rows], n.gpu_idle[rows]

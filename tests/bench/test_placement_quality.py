@@ -6,6 +6,7 @@
   Gangway's rule at or above FGD's published mean, at 100 % and at 130 % arrived demand.
   Each trace's allocation.csv, summary.md and allocation.png go to
   ``bench-results/placement-quality/TRACE/``.
+  Beside them, the upper bound no placement can pass (:mod:`gangway.simulation.bound`).
 * **Variants not in the trace set** (tests/bench/variants.py), 3 seeds each: Gangway's rule
   against this re-implementation of FGD and against bestfit, run in the same process.
 * **Latency per pod** at 1,213 nodes (the trace's) and 12,130 (its nodes ten times over), on
@@ -25,6 +26,7 @@ import numpy as np
 import pytest
 
 from gangway.simulation.arrivals import arrivals
+from gangway.simulation.bound import allocation_bound, pods_until
 from gangway.simulation.policies import POLICIES
 from gangway.simulation.replay import Cluster
 from gangway.simulation.report import headlines, write_outputs
@@ -62,11 +64,24 @@ def test_ten_seeds_of_every_published_trace(name: str, capsys: pytest.CaptureFix
             f"{h.fragmented[130]:.2f} %  {h.micros_per_pod:.0f} µs/pod"
         )
         _record("traces", line, capsys)
+    bounds = [allocation_bound(_at_100(work, s), work.capacity_gpus) for s in SEEDS]
+    _record(
+        "traces",
+        f"{name:12s} bound    {statistics.mean(bounds):6.2f} at 100 % (LP relaxation of packing "
+        f"the shares, any policy, offline; min {min(bounds):.2f})",
+        capsys,
+    )
+    assert got["gangway"][0] <= statistics.mean(bounds)
     for policy in ("random", "bestfit"):
         for i in range(len(MARKS)):
             assert abs(got[policy][i] - PUBLISHED[name][policy][i]) <= 1.0, (policy, got)
     for i in range(len(MARKS)):
         assert got["gangway"][i] >= PUBLISHED[name]["fgd"][i], got
+
+
+def _at_100(work: Workload, seed: int) -> list[TracePod]:
+    cap = work.capacity_gpus
+    return pods_until(arrivals(work.pods, seed=seed, capacity_gpus=cap, tune=work.tune), cap)
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
