@@ -10,8 +10,12 @@ own earlier work (checkpoints, finished shards); the corpus is content-addressed
 
 from __future__ import annotations
 
-from hera.workflows import DAG, Task
+from typing import Literal
 
+from hera.workflows import DAG, Task
+from pydantic import Field
+
+from gangway.params import PipelineParams
 from gangway.pipeline import OUT_DIR, gang_step, pipeline, step
 
 ROOT = "{{workflow.parameters.storage-root}}"
@@ -27,6 +31,20 @@ GANG_PARAMS = (
     "gpus-per-node",
 )
 
+
+class Params(PipelineParams):
+    source: str = Field("demo", description="the dataset to stage: demo, a path or a URI")
+    inputs: str = Field("demo", description="the prompts for batch inference: demo or a URI")
+    model: Literal["tiny", "small", "gpu"] = Field("tiny", description="the model preset")
+    train_steps: int = Field(300, ge=1, description="optimizer steps")
+    checkpoint_every: int = Field(100, ge=1, description="steps between checkpoints")
+    log_every: int = Field(10, ge=1, description="steps between logged losses")
+    nodes: int = Field(2, ge=1, le=256, description="pods in the training gang")
+    procs_per_node: int = Field(1, ge=1, le=64, description="torchrun processes per pod")
+    gpus_per_node: int = Field(0, ge=0, le=8, description="GPUs per training pod")
+    shards: int = Field(4, ge=1, le=1024, description="batch-inference shards")
+
+
 with pipeline(
     "train-eval-infer",
     team="research",
@@ -35,18 +53,7 @@ with pipeline(
         "Stages a dataset into a byte-level corpus, trains a GPT-style model as a gang of "
         "torchrun pods (Volcano), scores every checkpoint, and runs batch inference per shard."
     ),
-    parameters={
-        "source": "demo",
-        "inputs": "demo",
-        "model": "tiny",
-        "train-steps": 300,
-        "checkpoint-every": 100,
-        "log-every": 10,
-        "nodes": 2,
-        "procs-per-node": 1,
-        "gpus-per-node": 0,
-        "shards": 4,
-    },
+    parameters=Params,
 ) as w:
     stage = step(
         "stage",

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from gangway.errors import GangwayError, NotFoundError, PermanentError
+from gangway.errors import GangwayError, NotFoundError, PermanentError, closest
 
 __all__ = [
     "check_parameter_names",
@@ -92,8 +92,12 @@ def check_parameter_names(manifest: dict[str, Any], names: Any) -> None:
     declared = declared_parameters(manifest)
     unknown = sorted(set(names) - declared)
     if unknown:
+        named = []
+        for name in unknown:
+            near = closest(name, declared)
+            named.append(f"{name} (did you mean {near}?)" if near else name)
         raise PermanentError(
-            f"unknown parameter(s) {', '.join(unknown)}; this pipeline takes: "
+            f"unknown parameter(s) {', '.join(named)}; this pipeline takes: "
             + ", ".join(sorted(declared))
         )
 

@@ -37,6 +37,7 @@ from gangway.contract import (
     step_env,
 )
 from gangway.errors import PermanentError, closest
+from gangway.params import SCHEMA_ANNOTATION, PipelineParams, argo_parameters, schema_json
 from gangway.retries import StepKind, retry_strategy
 from gangway.volcano.job import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
 
@@ -122,7 +123,7 @@ def pipeline(
     team: str,
     title: str,
     description: str,
-    parameters: Mapping[str, str | int],
+    parameters: Mapping[str, str | int] | type[PipelineParams],
     queue: str | None = None,
     defaults: Defaults | None = None,
 ) -> WorkflowTemplate:
@@ -131,10 +132,13 @@ def pipeline(
     ``team`` is a team of the platform config: its queue, priority class and semaphore (at
     most ``max_workflows`` of its workflows run at once) come from there, as do the image,
     storage root and MLflow (``defaults`` overrides them all). ``parameters`` become workflow
-    parameters (overridable with ``-p name=value``); ``image``, ``storage-root``,
-    ``mlflow-tracking-uri``, ``priority-class``, ``cluster`` and ``git-sha`` are always present.
+    parameters (overridable with ``-p name=value``): a :class:`~gangway.params.PipelineParams`
+    model (typed: enum and description in the Argo UI, ``-p`` values checked before anything
+    runs) or a plain mapping of defaults. ``image``, ``storage-root``, ``mlflow-tracking-uri``,
+    ``priority-class``, ``cluster`` and ``git-sha`` are always present.
     """
     defaults = defaults or Defaults.for_team(team)
+    declared = argo_parameters(parameters) if isinstance(parameters, type) else []
     params = {
         "image": defaults.image,
         "storage-root": defaults.storage_root,
@@ -143,8 +147,16 @@ def pipeline(
         # Filled in by `gangway submit` / `gangway run`; recorded on the MLflow parent run.
         "cluster": "",
         "git-sha": "",
-        **parameters,
+        **({} if isinstance(parameters, type) else parameters),
     }
+    arguments = [Parameter(name=k, value=str(v)) for k, v in params.items()]
+    arguments += [Parameter(**p) for p in declared]
+    annotations = {
+        "workflows.argoproj.io/title": title,
+        "workflows.argoproj.io/description": description,
+    }
+    if isinstance(parameters, type):
+        annotations[SCHEMA_ANNOTATION] = schema_json(parameters)
     labels = {
         TEAM_LABEL: team,
         QUEUE_LABEL: queue or defaults.queue,
@@ -154,12 +166,9 @@ def pipeline(
         name=name,
         entrypoint="main",
         labels=labels,
-        annotations={
-            "workflows.argoproj.io/title": title,
-            "workflows.argoproj.io/description": description,
-        },
+        annotations=annotations,
         workflow_metadata=m.WorkflowMetadata(labels=labels),
-        arguments=[Parameter(name=k, value=str(v)) for k, v in params.items()],
+        arguments=arguments,
         service_account_name=defaults.service_account,
         security_context=_pod_security(),
         pod_gc=m.PodGC(strategy="OnPodSuccess"),

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from gangway.cli._output import console
 from gangway.cli.options import load_manifests, parse_params
@@ -75,7 +76,10 @@ def lint_cmd(
             for key, f in shown.items():
                 if key in blamed:
                     who = ", ".join(f"-p {n}" for n in blamed[key].parameters)
-                    f = replace(f, message=f"{f.message} (caused by {who or 'the -p values'})")
+                    if f.obj:
+                        f = replace(f, message=f"{f.message} (caused by {who or 'the -p values'})")
+                    else:  # about the value itself (its type, its range)
+                        f = replace(f, message=f"{who}: {f.message}")
                 findings.append((target, f))
     if findings:
         table = Table(header_style="bold", show_lines=False)
@@ -83,7 +87,7 @@ def lint_cmd(
             table.add_column(col, overflow="fold")
         for target, f in findings:
             colour = "red" if f.severity == "error" else "yellow"
-            table.add_row(str(target), f.obj, f.path, f"[{colour}]{f.message}[/]")
+            table.add_row(str(target), f.obj, f.path, Text(f.message, style=colour))
         console.print(table)
     errors = sum(f.severity == "error" for _, f in findings)
     console.print(

@@ -1,5 +1,8 @@
 """The values a user supplies (``-p name=value``), checked as they will be substituted.
 
+First by the pipeline's typed parameters (:mod:`gangway.params`): a value of the wrong type,
+out of bounds or not among the allowed ones is refused with what is allowed.
+
 Argo fills placeholders into a resource template's manifest as text, so a value can change
 what a manifest *is*, not just what it says. Before anything runs or is sent, ``gangway run``,
 ``submit`` and ``lint`` fill every manifest with the supplied values the way Argo will and lint
@@ -17,6 +20,7 @@ from typing import Any
 from gangway.compiler import check_parameter_names
 from gangway.errors import PermanentError
 from gangway.lint import CrdSchemas, Finding, lint_manifest
+from gangway.params import check_values as typed_problems
 
 __all__ = ["ValueFinding", "check_values", "refuse_bad_values", "with_values"]
 
@@ -77,12 +81,18 @@ def check_values(
     parameter that causes it — or with none, when only the values together cause it."""
     if not values:
         return []
+    typed = [
+        ValueFinding((k,), Finding("", f"parameter {k}", why))
+        for k, why in typed_problems(obj, values)
+    ]
+    if typed:  # a value of the wrong type or out of range: say so before any manifest is filled
+        return typed
     defaults = {str(p.get("name")): str(p.get("value", "")) for p in _arguments(dict(obj))}
     changed = {k: v for k, v in values.items() if defaults.get(k) != v}
     # Argo expands a placeholder inside a value where the value lands (inputs of a template,
     # then its manifest): a value must not carry one, or it escapes every check here.
     nested = [
-        ValueFinding((k,), Finding("", "", NESTED))  # about the value, not a manifest
+        ValueFinding((k,), Finding("", f"parameter {k}", NESTED))  # the value, not a manifest
         for k, v in changed.items()
         if "{{" in v
     ]
