@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from components.interfaces import EVALUATE, EvaluateOutputs
 from gangway import storage
 from gangway.contract import ENV_PIPELINE, tag
 from gangway.errors import NotFoundError, PermanentError
 from gangway.step import emit, main_wrapper
+from gangway.step.interface import CheckpointUri
 from gangway.tracking import CheckpointRef, StepTracker
 
 __all__ = ["evaluate"]
@@ -103,14 +105,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m components.evaluation",
         description="Score checkpoints on the validation split and pick the best one.",
     )
-    p.add_argument("--data", required=True, help="published corpus URI")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoints", help="checkpoint root: evaluate every complete checkpoint")
-    src.add_argument("--checkpoint", action="append", help="one checkpoint URI (repeatable)")
-    p.add_argument("--max-tokens", type=int, default=65_536, help="validation tokens to score")
-    p.add_argument("--cache-dir", type=Path, help="local cache for fetched data and checkpoints")
-    p.add_argument("--metrics-out", help="write the metrics JSON here (a path or a URI)")
-    p.add_argument("--best-out", type=Path, help="write the best checkpoint's URI to this file")
+    EVALUATE.add_arguments(p)
+    p.add_argument("--checkpoint", action="append", help="one checkpoint URI (repeatable)")
     p.add_argument(
         "--register-as",
         default=os.environ.get(ENV_PIPELINE, ""),
@@ -123,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    EVALUATE.read_inputs(args)
+    if bool(args.checkpoints) == bool(args.checkpoint):
+        raise PermanentError("give --checkpoints ROOT or --checkpoint URI (repeatable), not both")
     if args.checkpoints:
         from components import checkpoints
 
@@ -132,9 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         uris = args.checkpoint
     with StepTracker() as tracker:
-        metrics = evaluate(args.data, uris, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
-        tracker.log_params({"data": args.data, "checkpoints": len(uris)})
-        tracker.log_dataset(name="corpus", digest=metrics["dataset_digest"], source=args.data)
+        metrics = evaluate(args.corpus, uris, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+        tracker.log_params({"data": args.corpus, "checkpoints": len(uris)})
+        tracker.log_dataset(name="corpus", digest=metrics["dataset_digest"], source=args.corpus)
         for r in metrics["checkpoints"]:
             ref = _ref(r, metrics["dataset_digest"])
             tracker.use_checkpoint(ref)
@@ -155,9 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tracker.set_tags({tag("unusable_checkpoints"): json.dumps(unusable)})
     if args.metrics_out:
         storage.write_json(args.metrics_out, metrics)
-    if args.best_out:
-        args.best_out.parent.mkdir(parents=True, exist_ok=True)
-        args.best_out.write_text(metrics["best"]["uri"])
+    EVALUATE.write_outputs(args, EvaluateOutputs(best=CheckpointUri(metrics["best"]["uri"])))
     summary = {"best": metrics["best"], "evaluated": len(metrics["checkpoints"])}
     if metrics["unusable"]:
         summary["unusable"] = [u["uri"] for u in metrics["unusable"]]

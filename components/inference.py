@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from components.interfaces import INFER, SPLIT
 from gangway import storage
 from gangway.contract import tag
 from gangway.errors import PermanentError
@@ -140,42 +141,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="process one shard (skipped if its output already exists)")
-    r.add_argument("--checkpoint", required=True, help="checkpoint URI (…/step-NNNNNNNN)")
-    r.add_argument("--input", required=True, help="input shard URI (JSONL)")
-    r.add_argument("--output", required=True, help="output shard URI (JSONL), written once")
-    r.add_argument("--mode", choices=MODES, default="both", help="what to compute per document")
-    r.add_argument("--max-new-tokens", type=int, default=48, help="length of continuations")
-    r.add_argument("--cache-dir", type=Path, help="local cache for fetched checkpoints")
+    INFER.add_arguments(r)
     r.add_argument("--result-out", type=Path, help="write the result JSON to this file")
     s = sub.add_parser("split", help="split a JSONL file into shards; prints their URIs as JSON")
-    s.add_argument(
-        "--input",
-        required=True,
-        help="JSONL file of documents, or 'demo' for the demo inputs under --demo-root",
-    )
-    s.add_argument("--demo-root", help="where the demo data lives (with --input demo)")
-    s.add_argument(
-        "--outputs-prefix",
-        help="pair each shard with its output URI under this prefix: the list becomes "
-        "[{'input': ..., 'output': ...}] for a withParam fan-out",
-    )
-    s.add_argument("--shards", type=int, required=True, help="number of shards")
-    s.add_argument("--out-prefix", required=True, help="where to write shard-NNNNN.jsonl")
-    s.add_argument("--list-out", type=Path, help="write the JSON list of shard URIs here")
+    SPLIT.add_arguments(s)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    (SPLIT if args.command == "split" else INFER).read_inputs(args)
     if args.command == "split":
         with StepTracker() as tracker:
             text = _split(args)
             tracker.log_params({"input": args.input, "shards": args.shards})
             tracker.log_metric("shards", len(json.loads(text)))
         print(text)
-        if args.list_out:
-            args.list_out.parent.mkdir(parents=True, exist_ok=True)
-            args.list_out.write_text(text)
+        if args.shards_out:
+            args.shards_out.parent.mkdir(parents=True, exist_ok=True)
+            args.shards_out.write_text(text)
         return 0
     with StepTracker(node=f"infer:{args.output}") as tracker:
         tracker.log_params(

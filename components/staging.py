@@ -35,10 +35,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from components.interfaces import STAGE, StageOutputs
 from gangway import storage
 from gangway.contract import tag
 from gangway.errors import PermanentError
 from gangway.step import emit, main_wrapper
+from gangway.step.interface import CorpusUri
 from gangway.tracking import StepTracker
 
 __all__ = ["CORPUS_FORMAT", "StageResult", "build_demo_dataset", "ensure_demo", "stage"]
@@ -286,26 +288,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("stage", help="copy + verify a dataset, build the corpus, emit its digest")
-    s.add_argument(
-        "--source",
-        required=True,
-        help="published dataset URI (file:// or s3://), or 'demo' for the built-in "
-        "demo dataset under --demo-root (built there first if missing)",
-    )
-    s.add_argument("--demo-root", help="where the demo dataset lives (with --source demo)")
-    s.add_argument("--workdir", required=True, type=Path, help="local working directory")
-    s.add_argument("--publish", help="publish the corpus here for training (file:// or s3://)")
-    s.add_argument(
-        "--publish-root",
-        help="publish the corpus under ROOT/<digest> (content-addressed, shared by "
-        "every run on the same data)",
-    )
-    s.add_argument("--corpus-out", type=Path, help="write the published corpus URI to this file")
-    s.add_argument("--val-fraction", type=float, default=0.1, help="share of documents held out")
-    s.add_argument(
-        "--workers", type=int, default=storage.DEFAULT_WORKERS, help="parallel transfers"
-    )
-    s.add_argument("--digest-out", type=Path, help="write the dataset digest to this file")
+    STAGE.add_arguments(s)
     s.add_argument("--result-out", type=Path, help="write the result JSON to this file")
     d = sub.add_parser("demo", help="publish a demo dataset built from Python's own sources")
     d.add_argument("--out", required=True, help="where to publish the dataset")
@@ -325,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             None,
         )
         return 0
+    STAGE.read_inputs(args)  # the declared bounds (e.g. --val-fraction in (0, 1))
     source = args.source
     if source == "demo":
         if not args.demo_root:
@@ -334,10 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise PermanentError("give --publish or --publish-root, not both")
     with StepTracker() as tracker:
         result = _stage_tracked(tracker, source, args)
-    for path, value in ((args.digest_out, result.digest), (args.corpus_out, result.published_uri)):
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(value or "")
+    STAGE.write_outputs(
+        args, StageOutputs(digest=result.digest, corpus=CorpusUri(result.published_uri or ""))
+    )
     emit(asdict(result), args.result_out)
     return 0
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from components.config import TrainConfig, load_config
+from components.interfaces import TRAIN
 from gangway.step import emit, main_wrapper, parse_overrides
 from gangway.tracking import StepTracker
 
@@ -63,13 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m components.training",
         description="Train the byte-level GPT with DDP (run it under torchrun for several ranks).",
     )
-    p.add_argument("--data", required=True, help="published corpus URI (from staging --publish)")
-    p.add_argument(
-        "--checkpoints",
-        required=True,
-        help="checkpoint root URI, keyed by workflow and step (not by pod or attempt)",
-    )
-    p.add_argument("--config", help="model preset (tiny, small, gpu) or a JSON/YAML config file")
+    TRAIN.add_arguments(p)
     p.add_argument(
         "--set",
         dest="overrides",
@@ -78,17 +73,21 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a setting, e.g. --set steps=200 --set model.n_layer=4",
     )
-    p.add_argument("--cache-dir", type=Path, help="local cache for fetched data and checkpoints")
     p.add_argument("--result-out", type=Path, help="write the result JSON here (rank 0)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    cfg = load_config(args.config, parse_overrides(args.overrides))
+    TRAIN.read_inputs(args)
+    named = [(k, getattr(args, k)) for k in ("steps", "checkpoint_every", "log_every")]
+    overrides = [f"{k}={v}" for k, v in named if v is not None] + args.overrides
+    cfg = load_config(args.config, parse_overrides(overrides))
     rank0 = int(os.environ.get("RANK", "0")) == 0
     with StepTracker(env=None if rank0 else {}) as tracker:
-        result = train(cfg, args.data, args.checkpoints, cache_dir=args.cache_dir, tracker=tracker)
+        result = train(
+            cfg, args.corpus, args.checkpoints, cache_dir=args.cache_dir, tracker=tracker
+        )
         tracker.log_params({"resumed_from": result["resumed_from"]})
     if rank0:
         emit(result, args.result_out)

@@ -1,35 +1,22 @@
 """The reference pipeline: stage → gang-train (Volcano Job) → evaluate → batch inference.
 
-    gangway compile pipelines/train_eval_infer.py          # the WorkflowTemplate YAML
     gangway run pipelines/train_eval_infer.py -p train-steps=100
 
-Every step writes under ``{storage-root}/runs/{workflow.uid}/``, so a retried step finds its
-own earlier work (checkpoints, finished shards); the corpus is content-addressed under
-``{storage-root}/corpora/`` and shared by every run on the same data.
+Steps write under the run's own place (``RUN``), so a retried step finds its earlier work; the
+corpus is content-addressed under ``corpora/``. Wiring is checked at compile time.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from hera.workflows import DAG, Task
+from hera.workflows import DAG
 from pydantic import Field
 
+from components.interfaces import EVALUATE, INFER, SPLIT, STAGE, TRAIN
 from gangway.params import PipelineParams
-from gangway.pipeline import OUT_DIR, gang_step, pipeline, step
-
-ROOT = "{{workflow.parameters.storage-root}}"
-RUN = f"{ROOT}/runs/{{{{workflow.uid}}}}"
-DEMO = f"{ROOT}/demo"
-GANG_PARAMS = (
-    "model",
-    "train-steps",
-    "checkpoint-every",
-    "log-every",
-    "nodes",
-    "procs-per-node",
-    "gpus-per-node",
-)
+from gangway.pipeline import pipeline
+from gangway.wiring import EACH, RUN, SCRATCH, STORAGE_ROOT, parameters
 
 
 class Params(PipelineParams):
@@ -45,144 +32,59 @@ class Params(PipelineParams):
     shards: int = Field(4, ge=1, le=1024, description="batch-inference shards")
 
 
-with pipeline(
-    "train-eval-infer",
-    team="research",
-    title="Train, evaluate, infer",
-    description=(
-        "Stages a dataset into a byte-level corpus, trains a GPT-style model as a gang of "
-        "torchrun pods (Volcano), scores every checkpoint, and runs batch inference per shard."
-    ),
-    parameters=Params,
-) as w:
-    stage = step(
-        "stage",
-        module="components.staging",
-        args=[
-            "stage",
-            "--source",
-            "{{inputs.parameters.source}}",
-            "--demo-root",
-            DEMO,
-            "--workdir",
-            "/gangway/work",
-            "--publish-root",
-            f"{ROOT}/corpora",
-            "--digest-out",
-            f"{OUT_DIR}/digest",
-            "--corpus-out",
-            f"{OUT_DIR}/corpus",
-        ],
-        inputs=["source"],
-        outputs=["digest", "corpus"],
-    )
-    split = step(
-        "split",
-        module="components.inference",
-        args=[
-            "split",
-            "--input",
-            "{{inputs.parameters.inputs}}",
-            "--demo-root",
-            DEMO,
-            "--shards",
-            "{{inputs.parameters.shards}}",
-            "--out-prefix",
-            f"{RUN}/shards",
-            "--outputs-prefix",
-            f"{RUN}/predictions",
-            "--list-out",
-            f"{OUT_DIR}/shards",
-        ],
-        inputs=["inputs", "shards"],
-        outputs=["shards"],
-    )
-    train = gang_step(
-        "train",
-        module="components.training",
-        args=[
-            "--data",
-            "{{inputs.parameters.corpus}}",
-            "--checkpoints",
-            f"{RUN}/checkpoints/train",
-            "--config",
-            "{{inputs.parameters.model}}",
-            "--set",
-            "steps={{inputs.parameters.train-steps}}",
-            "--set",
-            "checkpoint_every={{inputs.parameters.checkpoint-every}}",
-            "--set",
-            "log_every={{inputs.parameters.log-every}}",
-            "--cache-dir",
-            "/gangway/cache",
-        ],
-        inputs=["corpus", *GANG_PARAMS],
-    )
-    evaluate = step(
-        "evaluate",
-        module="components.evaluation",
-        args=[
-            "--data",
-            "{{inputs.parameters.corpus}}",
-            "--checkpoints",
-            f"{RUN}/checkpoints/train",
-            "--metrics-out",
-            f"{RUN}/eval/metrics.json",
-            "--best-out",
-            f"{OUT_DIR}/best",
-            "--cache-dir",
-            "/gangway/cache",
-        ],
-        inputs=["corpus"],
-        outputs=["best"],
-        kind="compute",
-    )
-    infer = step(
-        "infer",
-        module="components.inference",
-        args=[
-            "run",
-            "--checkpoint",
-            "{{inputs.parameters.checkpoint}}",
-            "--input",
-            "{{inputs.parameters.input}}",
-            "--output",
-            "{{inputs.parameters.output}}",
-            "--cache-dir",
-            "/gangway/cache",
-        ],
-        inputs=["checkpoint", "input", "output"],
-        kind="compute",
-    )
+p = parameters(Params)
+DEMO, CACHE = STORAGE_ROOT / "demo", SCRATCH / "cache"
 
-    with DAG(name="main"):
-        p = "{{workflow.parameters.%s}}"
-        corpus = "{{tasks.stage.outputs.parameters.corpus}}"
-        t_stage = Task(name="stage", template=stage, arguments={"source": p % "source"})
-        t_split = Task(
-            name="split",
-            template=split,
-            arguments={"inputs": p % "inputs", "shards": p % "shards"},
-        )
-        t_train = Task(
-            name="train",
-            template=train,
-            arguments={"corpus": corpus, **{k: p % k for k in GANG_PARAMS}},
-        )
-        t_eval = Task(name="evaluate", template=evaluate, arguments={"corpus": corpus})
-        t_infer = Task(
-            name="infer",
-            template=infer,
-            arguments={
-                "checkpoint": "{{tasks.evaluate.outputs.parameters.best}}",
-                "input": "{{item.input}}",
-                "output": "{{item.output}}",
-            },
-            with_param="{{tasks.split.outputs.parameters.shards}}",
-        )
-        t_stage >> [t_split, t_train]
-        t_train >> t_eval
-        t_eval >> t_infer
-        t_split >> t_infer
-
-__all__ = ["w"]
+with (
+    pipeline(
+        "train-eval-infer",
+        team="research",
+        title="Train, evaluate, infer",
+        description=(
+            "Stages a dataset into a byte-level corpus, trains a GPT-style model as a gang of "
+            "torchrun pods (Volcano), scores every checkpoint, and runs batch inference per "
+            "shard."
+        ),
+        parameters=Params,
+    ) as w,
+    DAG(name="main"),
+):
+    stage = STAGE(
+        source=p.source,
+        demo_root=DEMO,
+        workdir=SCRATCH / "work",
+        publish_root=STORAGE_ROOT / "corpora",
+    )
+    split = SPLIT(
+        input=p.inputs,
+        demo_root=DEMO,
+        shards=p.shards,
+        out_prefix=RUN / "shards",
+        outputs_prefix=RUN / "predictions",
+        after=stage,  # the demo inputs are built with the demo dataset
+    )
+    train = TRAIN(
+        corpus=stage.corpus,
+        checkpoints=RUN / "checkpoints/train",
+        config=p.model,
+        steps=p.train_steps,
+        checkpoint_every=p.checkpoint_every,
+        log_every=p.log_every,
+        nodes=p.nodes,
+        procs_per_node=p.procs_per_node,
+        gpus_per_node=p.gpus_per_node,
+        cache_dir=CACHE,
+    )
+    evaluate = EVALUATE(
+        corpus=stage.corpus,
+        checkpoints=train.checkpoints,
+        metrics_out=RUN / "eval/metrics.json",
+        cache_dir=CACHE,
+    )
+    INFER(
+        checkpoint=evaluate.best,
+        input=EACH.input,
+        output=EACH.output,
+        over=split.shards,
+        cache_dir=CACHE,
+    )

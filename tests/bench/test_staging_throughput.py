@@ -4,6 +4,12 @@ Both sides run as the user would run them (a fresh process each, so start-up cou
 the same moto server, alternating, fresh destination each time; medians are compared. Staging
 does more work than the copy (it verifies every sha256 and builds the corpus), so the
 ``fetch-only`` line isolates the transfer. Run with ``make bench`` or ``pytest -m benchmark``.
+
+Against the loopback server both sides are CPU-bound, so the first run measures Python more
+than the transfer design. The second puts a proxy in front of the server that makes every
+request wait 20 ms before it is served (:mod:`tests.bench.latency_proxy`), as an object store's
+first byte does; there, how many requests run at once decides, and the goal of ≥ 1.2× the
+AWS CLI applies. Results: ``bench-results/staging.json``, one entry per latency.
 """
 
 from __future__ import annotations
@@ -22,19 +28,26 @@ import pytest
 
 from components.staging import build_demo_dataset
 from gangway import storage
+from tests.bench.latency_proxy import delaying_proxy
 from tests.conftest import REPO, make_bucket
 
 pytestmark = pytest.mark.benchmark
 ROUNDS = 5
 
 
-def _timed(argv: list[str]) -> float:
+GOAL = 1.2
+"""Staging at least this many times as fast as ``aws s3 cp --recursive``, at S3-like latency."""
+
+
+def _timed(argv: list[str], endpoint: str) -> float:
     t0 = time.perf_counter()
-    subprocess.run(argv, check=True, cwd=REPO, capture_output=True)
+    env = {**os.environ, "AWS_ENDPOINT_URL": endpoint}
+    subprocess.run(argv, check=True, cwd=REPO, capture_output=True, env=env)
     return time.perf_counter() - t0
 
 
-def test_staging_vs_awscli(s3_endpoint: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("latency_ms", [0, 20], ids=["loopback", "20ms-first-byte"])
+def test_staging_vs_awscli(s3_endpoint: str, tmp_path: Path, latency_ms: int) -> None:
     awscli = shutil.which("aws", path=str(Path(sys.executable).parent)) or shutil.which("aws")
     if awscli is None:
         pytest.skip("awscli is not installed (pip install awscli)")
@@ -49,18 +62,19 @@ def test_staging_vs_awscli(s3_endpoint: str, tmp_path: Path) -> None:
         "storage.fetch_dir(sys.argv[1], Path(sys.argv[2]))"
     )
     times: dict[str, list[float]] = {"aws s3 cp": [], "gangway stage": [], "fetch only": []}
-    for i in range(ROUNDS):
-        times["aws s3 cp"].append(
-            _timed([awscli, "s3", "cp", "--recursive", "--quiet", uri, str(tmp_path / f"aws{i}")])
-        )
-        stage_argv = [sys.executable, "-m", "components.staging", "stage", "--source", uri]
-        times["gangway stage"].append(_timed([*stage_argv, "--workdir", str(tmp_path / f"s{i}")]))
-        times["fetch only"].append(
-            _timed([sys.executable, "-c", fetch_code, uri, str(tmp_path / f"f{i}")])
-        )
+    with delaying_proxy(s3_endpoint, latency_ms / 1000) as endpoint:
+        for i in range(ROUNDS):
+            aws = [awscli, "s3", "cp", "--recursive", "--quiet", uri, str(tmp_path / f"aws{i}")]
+            times["aws s3 cp"].append(_timed(aws, endpoint))
+            stage = [sys.executable, "-m", "components.staging", "stage", "--source", uri]
+            stage += ["--workdir", str(tmp_path / f"s{i}")]
+            times["gangway stage"].append(_timed(stage, endpoint))
+            fetch = [sys.executable, "-c", fetch_code, uri, str(tmp_path / f"f{i}")]
+            times["fetch only"].append(_timed(fetch, endpoint))
     med = {k: statistics.median(v) for k, v in times.items()}
     mb = manifest.total_bytes / 1e6
     report: dict[str, Any] = {
+        "first_byte_latency_ms": latency_ms,
         "files": len(manifest.files),
         "megabytes": round(mb, 1),
         "median_seconds": {k: round(v, 3) for k, v in med.items()},
@@ -70,8 +84,16 @@ def test_staging_vs_awscli(s3_endpoint: str, tmp_path: Path) -> None:
         "rounds": ROUNDS,
         "cpus": os.cpu_count(),
     }
-    print("\nstaging benchmark:", json.dumps(report, indent=2))
-    out = REPO / "bench-results"
-    out.mkdir(exist_ok=True)
-    (out / "staging.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nstaging benchmark ({latency_ms} ms):", json.dumps(report, indent=2))
+    out = REPO / "bench-results" / "staging.json"
+    out.parent.mkdir(exist_ok=True)
+    try:
+        kept = json.loads(out.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    kept = kept if isinstance(kept, dict) and "files" not in kept else {}
+    kept[f"{latency_ms}ms"] = report
+    out.write_text(json.dumps(kept, indent=2) + "\n")
+    if latency_ms:
+        assert report["ratio_stage_vs_awscli"] >= GOAL, report
     assert report["ratio_stage_vs_awscli"] > 0

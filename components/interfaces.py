@@ -1,0 +1,146 @@
+"""What each component takes and gives back, declared once (:mod:`gangway.step.interface`).
+
+Each component builds its command line from its spec (``SPEC.add_arguments``); a pipeline
+calls the spec to make a task, wired and type-checked when it compiles. Light on purpose
+(Pydantic only): compiling a pipeline imports this module, not the ML code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from gangway.step.interface import (
+    CheckpointsUri,
+    CheckpointUri,
+    CorpusUri,
+    Flag,
+    GangInputs,
+    Inputs,
+    NoOutputs,
+    Outputs,
+    ShardUri,
+    StepSpec,
+)
+from gangway.storage import DEFAULT_WORKERS
+
+__all__ = ["EVALUATE", "INFER", "SPLIT", "STAGE", "TRAIN", "Shard"]
+
+CacheDir = Annotated[
+    Path | None, Field(None, description="local cache for fetched data and checkpoints")
+]
+
+
+class StageInputs(Inputs):
+    source: str = Field(
+        description="published dataset URI (file:// or s3://), or 'demo' for the built-in demo "
+        "dataset under --demo-root (built there first if missing)"
+    )
+    demo_root: str | None = Field(None, description="where the demo data lives (with demo)")
+    workdir: Path = Field(description="local working directory")
+    publish: str | None = Field(None, description="publish the corpus here for training")
+    publish_root: str | None = Field(
+        None,
+        description="publish the corpus under ROOT/<digest> (content-addressed, shared by "
+        "every run on the same data)",
+    )
+    val_fraction: float = Field(0.1, gt=0, lt=1, description="share of documents held out")
+    workers: int = Field(DEFAULT_WORKERS, ge=1, le=256, description="parallel transfers")
+
+
+class StageOutputs(Outputs):
+    digest: str = Field(description="the dataset digest")
+    corpus: CorpusUri = Field(description="the published corpus URI")
+
+
+STAGE = StepSpec("stage", "components.staging", StageInputs, StageOutputs, command=("stage",))
+
+
+class Shard(BaseModel):
+    """One fan-out item of batch inference."""
+
+    input: ShardUri
+    output: ShardUri
+
+
+class SplitInputs(Inputs):
+    input: str = Field(
+        description="JSONL file of documents, or 'demo' for the demo inputs under --demo-root"
+    )
+    demo_root: str | None = Field(None, description="where the demo data lives (with demo)")
+    shards: int = Field(ge=1, le=10_000, description="number of shards")
+    out_prefix: str = Field(description="where to write shard-NNNNN.jsonl")
+    outputs_prefix: str | None = Field(
+        None,
+        description="pair each shard with its output URI under this prefix: the list becomes "
+        "[{'input': ..., 'output': ...}] for a withParam fan-out",
+    )
+
+
+class SplitOutputs(Outputs):
+    shards: Annotated[list[Shard], Flag("--list")] = Field(
+        description="the JSON list of shards (with their outputs)"
+    )
+
+
+SPLIT = StepSpec("split", "components.inference", SplitInputs, SplitOutputs, command=("split",))
+
+
+class InferInputs(Inputs):
+    checkpoint: CheckpointUri = Field(description="checkpoint URI (…/step-NNNNNNNN)")
+    input: ShardUri = Field(description="input shard URI (JSONL)")
+    output: ShardUri = Field(description="output shard URI (JSONL), written once")
+    mode: Literal["score", "generate", "both"] = Field("both", description="what to compute")
+    max_new_tokens: int = Field(48, ge=1, le=4096, description="length of continuations")
+    cache_dir: CacheDir
+
+
+INFER = StepSpec(
+    "infer", "components.inference", InferInputs, NoOutputs, command=("run",), kind="compute"
+)
+
+
+class TrainInputs(GangInputs):
+    corpus: Annotated[CorpusUri, Flag("--data")] = Field(
+        description="published corpus URI (from staging)"
+    )
+    checkpoints: CheckpointsUri = Field(
+        description="checkpoint root URI, keyed by workflow and step (not by pod or attempt)"
+    )
+    config: str | None = Field(
+        None, description="model preset (tiny, small, gpu) or a JSON/YAML config file"
+    )
+    steps: int | None = Field(None, ge=1, description="optimizer steps")
+    checkpoint_every: int | None = Field(None, ge=1, description="steps between checkpoints")
+    log_every: int | None = Field(None, ge=1, description="steps between logged losses")
+    cache_dir: CacheDir
+
+
+class TrainOutputs(Outputs):
+    checkpoints: CheckpointsUri = Field(description="where the checkpoints are")
+
+
+TRAIN = StepSpec("train", "components.training", TrainInputs, TrainOutputs, gang=True)
+
+
+class EvaluateInputs(Inputs):
+    corpus: Annotated[CorpusUri, Flag("--data")] = Field(description="published corpus URI")
+    checkpoints: CheckpointsUri | None = Field(
+        None, description="checkpoint root: evaluate every complete checkpoint"
+    )
+    max_tokens: int = Field(65_536, ge=1, description="validation tokens to score")
+    metrics_out: str | None = Field(
+        None, description="write the metrics JSON here (a path or a URI)"
+    )
+    cache_dir: CacheDir
+
+
+class EvaluateOutputs(Outputs):
+    best: CheckpointUri = Field(description="the best checkpoint's URI")
+
+
+EVALUATE = StepSpec(
+    "evaluate", "components.evaluation", EvaluateInputs, EvaluateOutputs, kind="compute"
+)

@@ -1,0 +1,220 @@
+"""A step's interface, declared once: Pydantic models of what it takes and what it gives back.
+
+A component declares its inputs and outputs as models, and a :class:`StepSpec` naming its
+module::
+
+    class TrainInputs(GangInputs):
+        corpus: CorpusUri = Field(description="the corpus to train on")
+        steps: int = Field(300, ge=1, description="optimizer steps")
+
+    TRAIN = StepSpec("train", "components.training", TrainInputs, TrainOutputs, gang=True)
+
+The same declaration drives three things:
+
+* the component's command line — :meth:`StepSpec.add_arguments` adds ``--FIELD`` for every
+  input (``--checkpoint-every``; type and help from the field) and ``--FIELD-out PATH`` for
+  every output, and :meth:`StepSpec.write_outputs` writes the outputs there;
+* the Argo template — one input parameter per wired input, one output parameter per output,
+  read from ``/gangway/out/FIELD``;
+* what a pipeline may wire to it — calling the spec in a pipeline makes a task, and
+  :mod:`gangway.wiring` checks every argument at compile time (unknown input, missing required
+  one, missing output, wrong type).
+
+Artifact-like values are typed URIs (:class:`TypedUri` subclasses: a corpus, a checkpoint
+root, one checkpoint, a shard), not bare strings, so a checkpoint cannot be wired where a
+corpus is expected. This module is light (Pydantic only): components import it at run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import core_schema
+
+from gangway.errors import PermanentError
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+
+    from gangway.retries import StepKind
+
+__all__ = [
+    "CheckpointUri",
+    "CheckpointsUri",
+    "CorpusUri",
+    "DatasetUri",
+    "Flag",
+    "GangInputs",
+    "Inputs",
+    "NoOutputs",
+    "Outputs",
+    "ShardUri",
+    "StepSpec",
+    "TypedUri",
+    "flag_of",
+]
+
+
+class TypedUri(str):
+    """A URI of one kind of data; subclasses are the kinds. Validates as a string."""
+
+    kind: ClassVar[str] = "URI"
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(cls, core_schema.str_schema())
+
+
+class DatasetUri(TypedUri):
+    kind = "dataset"
+
+
+class CorpusUri(TypedUri):
+    kind = "corpus"
+
+
+class CheckpointsUri(TypedUri):
+    kind = "checkpoint root"
+
+
+class CheckpointUri(TypedUri):
+    kind = "checkpoint"
+
+
+class ShardUri(TypedUri):
+    kind = "shard"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Field metadata: more command-line spellings of it (``Annotated[str, Flag("--data")]``)."""
+
+    aliases: tuple[str, ...]
+
+    def __init__(self, *aliases: str) -> None:
+        object.__setattr__(self, "aliases", aliases)
+
+
+class Inputs(BaseModel):
+    """Base of a step's inputs."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", frozen=True)
+
+
+class GangInputs(Inputs):
+    """Inputs of a gang step: the gang's shape, which places its pods (not command-line
+    flags of the module)."""
+
+    nodes: int = Field(2, ge=1, description="pods in the gang")
+    procs_per_node: int = Field(1, ge=1, description="torchrun processes per pod")
+    gpus_per_node: int = Field(0, ge=0, description="GPUs per pod")
+
+    PLACEMENT: ClassVar[tuple[str, ...]] = ("nodes", "procs_per_node", "gpus_per_node")
+
+
+class Outputs(BaseModel):
+    """Base of a step's outputs."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoOutputs(Outputs):
+    pass
+
+
+def flag_of(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _converter(annotation: Any) -> Callable[[str], Any]:
+    """How argparse turns a flag's text into the field's type (the model validates after)."""
+    options = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if isinstance(annotation, types.UnionType) and len(options) == 1:
+        annotation = options[0]  # X | None
+    if annotation in (int, float, Path):
+        return typing.cast(Callable[[str], Any], annotation)
+    return str
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """A step: its default task name, the module it runs (``python -m MODULE COMMAND…``), its
+    interface, the retry rules of its kind, and whether it is a gang (a Volcano Job)."""
+
+    name: str
+    module: str
+    inputs: type[Inputs]
+    outputs: type[Outputs] = NoOutputs
+    command: tuple[str, ...] = ()
+    kind: StepKind = "io"
+    gang: bool = False
+    requests: dict[str, str] | None = field(default=None, compare=False)
+
+    def flags(self) -> dict[str, str]:
+        """Input field → its command-line flag (placement fields of a gang have none)."""
+        placement = GangInputs.PLACEMENT if self.gang else ()
+        return {n: flag_of(n) for n in self.inputs.model_fields if n not in placement}
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """``--FIELD`` per input and ``--FIELD-out PATH`` per output, on ``parser``."""
+        for name, flag in self.flags().items():
+            info = self.inputs.model_fields[name]
+            aliases = [a for m in info.metadata if isinstance(m, Flag) for a in m.aliases]
+            parser.add_argument(
+                flag,
+                *aliases,
+                dest=name,
+                type=_converter(info.annotation),
+                required=info.is_required(),
+                default=None if info.is_required() else info.get_default(call_default_factory=True),
+                help=info.description,
+            )
+        for name, info in self.outputs.model_fields.items():
+            if self.gang:  # a gang's outputs are where it was told to write, not files
+                break
+            parser.add_argument(
+                f"{flag_of(name)}-out",
+                *[f"{a}-out" for m in info.metadata if isinstance(m, Flag) for a in m.aliases],
+                dest=f"{name}_out",
+                type=Path,
+                help=f"write {info.description or name} to this file",
+            )
+
+    def read_inputs(self, args: argparse.Namespace) -> Inputs:
+        """The inputs given on the command line, validated (an error names the flag)."""
+        given = {n: getattr(args, n) for n in self.flags() if getattr(args, n, None) is not None}
+        try:
+            return self.inputs.model_validate(given)
+        except ValidationError as e:
+            first = e.errors()[0]
+            name = str(first["loc"][0]) if first["loc"] else ""
+            raise PermanentError(f"{flag_of(name)}: {first['msg']}") from None
+
+    def write_outputs(self, args: argparse.Namespace, outputs: Outputs) -> None:
+        """Each output to its ``--FIELD-out`` file, when one was given."""
+        for name, value in outputs.model_dump().items():
+            path = getattr(args, f"{name}_out", None)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(value if isinstance(value, str) else _json(value))
+
+    def __call__(self, *, name: str | None = None, **wiring: Any) -> Any:
+        """In a pipeline: a task running this step with ``wiring`` (:mod:`gangway.wiring`)."""
+        from gangway.wiring import make_task
+
+        return make_task(self, name or self.name, wiring)
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"))
