@@ -80,8 +80,9 @@ class SplitInputs(Inputs):
 
 
 class SplitOutputs(Outputs):
-    shards: Annotated[list[Shard], Flag("--list")] = Field(
-        description="the JSON list of shards (with their outputs)"
+    shards: Annotated[list[Shard] | list[ShardUri], Flag("--list")] = Field(
+        description="the JSON list of shards: with --outputs-prefix, each with its output URI "
+        "(objects with input and output), else the shard URIs"
     )
 
 

@@ -15,7 +15,7 @@ import yaml
 from gangway.compiler import compile_pipeline, to_yaml
 from tests.conftest import REPO
 
-PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if p.name != "__init__.py")
+PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.startswith("_"))
 
 
 @pytest.mark.parametrize("path", PIPELINES, ids=[p.stem for p in PIPELINES])

@@ -21,7 +21,7 @@ from gangway.compiler import compile_pipeline
 from gangway.lint import CrdSchemas, Finding, lint_manifest
 from tests.conftest import REPO
 
-PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if p.name != "__init__.py")
+PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.startswith("_"))
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +44,15 @@ def compiled() -> dict[str, Any]:
 def test_every_pipeline_lints_clean(path: Path, schemas: CrdSchemas) -> None:
     findings = lint_manifest(compile_pipeline(path), schemas)
     assert findings == [], "\n".join(map(str, findings))
+
+
+T = {
+    t["name"]: i
+    for i, t in enumerate(
+        compile_pipeline(REPO / "pipelines/train_eval_infer.py")["spec"]["templates"]
+    )
+}
+"""The reference pipeline's template indexes, by name (findings name fields by index)."""
 
 
 def _template(wt: dict[str, Any], name: str) -> dict[str, Any]:
@@ -95,28 +104,28 @@ CASES: list[Any] = [
     pytest.param(
         lambda wt: _template(wt, "stage")["retryStrategy"].update(retryPolicy="Sometimes"),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[0].retryStrategy.retryPolicy",
+        f"spec.templates[{T['stage']}].retryStrategy.retryPolicy",
         "not one of",
         id="bad-retry-policy",
     ),
     pytest.param(
         lambda wt: _dag(wt)[2].update(depends="stagee"),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[5].dag.tasks[2].depends",
+        f"spec.templates[{T['main']}].dag.tasks[2].depends",
         "'stagee', which does not exist",
         id="dangling-dependency",
     ),
     pytest.param(
         lambda wt: _stage_container(wt).update(argz=["x"]),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[0].container.argz",
+        f"spec.templates[{T['stage']}].container.argz",
         "unknown field 'argz'",
         id="unknown-field",
     ),
     pytest.param(
         lambda wt: _stage_container(wt)["args"].append("{{inputs.parameters.nope}}"),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[0].container.args[13]",
+        f"spec.templates[{T['stage']}].container.args[13]",
         "inputs.parameters.nope}} is not declared",
         id="undeclared-parameter",
     ),
@@ -125,7 +134,7 @@ CASES: list[Any] = [
             value="{{workflow.parameters.sauce}}"
         ),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[5].dag.tasks[0].arguments.parameters[0].value",
+        f"spec.templates[{T['main']}].dag.tasks[0].arguments.parameters[0].value",
         "workflow.parameters.sauce}} is not a workflow parameter",
         id="undeclared-workflow-parameter",
     ),
@@ -134,28 +143,28 @@ CASES: list[Any] = [
             value="{{tasks.train.outputs.parameters.best}}"
         ),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[5].dag.tasks[3].arguments.parameters[0].value",
+        f"spec.templates[{T['main']}].dag.tasks[3].arguments.parameters[0].value",
         "task 'train' has no output parameter 'best'",
         id="missing-task-output",
     ),
     pytest.param(
         lambda wt: _dag(wt)[0].update(depends="infer"),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[5].dag",
+        f"spec.templates[{T['main']}].dag",
         "dependency cycle",
         id="cycle",
     ),
     pytest.param(
         lambda wt: _dag(wt)[0].update(template="no-such-template"),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[5].dag.tasks[0].template",
+        f"spec.templates[{T['main']}].dag.tasks[0].template",
         "'no-such-template' does not exist",
         id="unknown-template",
     ),
     pytest.param(
         lambda wt: _template(wt, "stage").update(name="Stage_1"),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[0].name",
+        f"spec.templates[{T['stage']}].name",
         "'Stage_1' does not match",
         id="bad-name",
     ),
@@ -164,7 +173,7 @@ CASES: list[Any] = [
             successCondition="status.state.phase ~ Completed"
         ),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[2].resource.successCondition",
+        f"spec.templates[{T['train']}].resource.successCondition",
         "not supported",
         id="unparseable-condition",
     ),
@@ -207,7 +216,7 @@ CASES: list[Any] = [
     pytest.param(
         lambda wt: _stage_container(wt)["securityContext"].update(allowPrivilegeEscalation=True),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[0].container.securityContext.allowPrivilegeEscalation",
+        f"spec.templates[{T['stage']}].container.securityContext.allowPrivilegeEscalation",
         "must be false",
         id="privilege-escalation",
     ),
@@ -216,7 +225,7 @@ CASES: list[Any] = [
             {"name": "AWS_SECRET_ACCESS_KEY", "value": "hunter2"}
         ),
         "WorkflowTemplate/train-eval-infer",
-        "spec.templates[0].container.env[12].value",
+        f"spec.templates[{T['stage']}].container.env[12].value",
         "use valueFrom.secretKeyRef",
         id="literal-secret",
     ),

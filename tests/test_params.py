@@ -79,12 +79,14 @@ def test_fields_compile_to_argo_parameters_with_enum_and_description() -> None:
         ({"run-name": ""}, "must be text of 1 to 20 characters"),
         ({"run-name": "x" * 21}, "must be text of 1 to 20 characters"),
         ({"run-name": "My Run"}, "must match ^[a-z0-9-]+$ (got 'My Run')"),
+        ({"model": "tiny "}, "must be one of tiny, small, gpu"),
+        ({"steps": " 7"}, "remove the spaces around it"),
     ],
     ids=[
         "enum-typo", "enum-case", "int-word", "int-below-minimum", "int-exponent",
         "int-underscores", "int-full-width", "int-as-float", "float-at-exclusive-bound",
         "float-nan", "float-inf", "bool-yes", "enum-class-typo", "str-empty", "str-too-long",
-        "str-pattern",
+        "str-pattern", "enum-with-a-space", "int-with-spaces",
     ],
 )  # fmt: skip
 def test_a_bad_value_names_the_parameter_and_what_it_takes(
@@ -99,7 +101,7 @@ def test_a_bad_value_names_the_parameter_and_what_it_takes(
     "values",
     [
         {"model": "gpu", "steps": "100000", "lr": "0.5", "compile-model": "True"},
-        {"steps": " 7 ", "lr": "1e-3", "precision": "fp32", "run-name": "a-1"},
+        {"steps": "7", "lr": "1e-3", "precision": "fp32", "run-name": "a-1"},
         {"image": "anything", "unknown": "x"},  # not typed: for the other checks
     ],
     ids=["bounds-inclusive", "spaces-and-exponent", "untyped-names"],
@@ -157,3 +159,25 @@ def test_compiled_yaml_carries_the_schema_so_submit_checks_it_too(tmp_path: Path
     assert "-p model: must be one of tiny, small, gpu — did you mean tiny?" in res.stderr
     assert "-p shards: must be a whole number from 1 to 1024 (got '0')" in res.stderr
     assert "kind: Workflow" not in res.stdout
+
+
+class Clash(PipelineParams):
+    storage_root: str = "s3://mine"
+
+
+def test_a_parameter_may_not_shadow_the_platforms() -> None:
+    from gangway.pipeline import Defaults, pipeline
+
+    defaults = Defaults("img", "file:///r", "", "q", "pc", "team")
+    with pytest.raises(PermanentError, match="parameter 'storage-root' is the platform's"):
+        pipeline("x", team="t", title="x", description="x", parameters=Clash, defaults=defaults)
+
+
+def test_unknown_names_and_bad_values_are_reported_together(tmp_path: Path) -> None:
+    res = gangway("run", str(PIPELINE), "--state-dir", str(tmp_path), "-p", "trian-steps=5",
+                  "-p", "modle=tiny", "-p", "nodes=0")  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    for says in ("-p trian-steps: unknown parameter (did you mean train-steps?)",
+                 "-p modle: unknown parameter (did you mean model?)",
+                 "-p nodes: must be a whole number from 1 to 256"):  # fmt: skip
+        assert says in res.stderr, res.stderr

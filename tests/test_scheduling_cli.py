@@ -251,4 +251,5 @@ def test_cluster_auto_only_picks_clusters_it_can_submit_to(tmp_path: Path) -> No
 def test_gpus_are_whole_devices() -> None:
     for value in ("0.5", "500m"):
         res = gangway("explain", PIPE, "-p", f"gpus-per-node={value}", "--snapshot", "example")
-        assert res.returncode == 1 and "GPUs are whole devices" in res.stderr, res.stderr
+        # the typed parameter refuses it first; untyped pipelines get "GPUs are whole devices"
+        assert res.returncode == 1 and "-p gpus-per-node: must be a whole number" in res.stderr

@@ -37,8 +37,10 @@ def test_misspelt_step_module_is_a_compile_error(tmp_path: Path) -> None:
     src = (
         (REPO / PIPELINE)
         .read_text()
-        .replace('module="components.training"', 'module="components.trainin"')
+        .replace("from typing", "from dataclasses import replace\nfrom typing", 1)
+        .replace("    train = TRAIN(", '    train = replace(TRAIN, module="components.trainin")(')
     )
+    assert "components.trainin" in src
     typo = tmp_path / "typo.py"
     typo.write_text(src)
     for args in (["compile"], ["run", "--state-dir", str(tmp_path / "s")]):

@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
 from components.interfaces import EVALUATE, INFER, SPLIT, STAGE, TRAIN
 from gangway.compiler import compile_pipeline
 from gangway.errors import PermanentError
-from gangway.step.interface import CorpusUri, StepSpec
+from gangway.step.interface import CheckpointUri, CorpusUri, StepSpec
 from tests.conftest import REPO
 from tests.test_cli import gangway
 
@@ -63,11 +64,28 @@ def _broken(tmp_path: Path, old: str, new: str) -> tuple[Path, str]:
         ("after=stage,", "after=stage.corpus,", "task 'split': after= takes tasks"),
         ("    split = SPLIT(", "    STAGE(source=p.source, workdir=SCRATCH)\n    split = SPLIT(",
          "task 'stage': a task of that name exists; give name="),
+        ('workdir=SCRATCH / "work",', 'workdir=SCRATCH / "work",\n        val_fraction=2,',
+         "task 'stage': input 'val_fraction': Input should be less than 1 (got 2)"),
+        ("steps=p.train_steps", "steps=True",
+         "task 'train': input 'steps': Input should be a valid integer"),
+        ("steps=p.train_steps", "steps=100.0",
+         "task 'train': input 'steps': Input should be a valid integer"),
+        ("log_every=p.log_every", 'log_every="10"',
+         "input 'log_every': Input should be a valid integer"),
+        ("over=split.shards", "over=[1, 2]",
+         "task 'infer': over= takes a list output of a task, not [1, 2]"),
+        ("over=split.shards", "over=stage.corpus",
+         "over= takes a list output of a task, not stage.corpus"),
+        ("        over=split.shards,\n", "        # no over=\n",
+         "task 'infer': input 'input' reads EACH: give over=… a list"),
+        ('workdir=SCRATCH / "work"', 'workdir="{{workflow.name}}"', "write no '{{…}}' by hand"),
     ],
     ids=["missing-output", "unknown-input", "missing-required-input", "checkpoint-as-corpus",
          "corpus-as-checkpoint", "text-as-number", "bad-constant", "unknown-parameter",
          "unknown-item-field", "value-not-allowed", "fan-out-over-missing-output",
-         "after-not-a-task", "same-step-twice-unnamed"],
+         "after-not-a-task", "same-step-twice-unnamed", "constant-out-of-bounds", "bool-as-int",
+         "float-as-int", "text-as-int", "over-a-python-list", "over-a-single-uri",
+         "each-without-over", "hand-written-placeholder"],
 )  # fmt: skip
 def test_a_wiring_mistake_is_a_compile_error_naming_file_line_task_and_field(
     tmp_path: Path, old: str, new: str, says: str
@@ -138,3 +156,48 @@ def test_the_guides_pipeline_compiles_as_written(tmp_path: Path) -> None:
         path.unlink()
     tasks = {t["name"]: t for t in wt["spec"]["templates"] if "dag" in t}["main"]["dag"]["tasks"]
     assert [(t["name"], t.get("depends")) for t in tasks] == [("stage", None), ("split", "stage")]
+
+
+def test_none_leaves_a_flag_out_and_fixed_values_are_written_in(tmp_path: Path) -> None:
+    text = PIPELINE.read_text()
+    text = text.replace("        nodes=p.nodes,\n", "        nodes=3,\n")
+    text = text.replace(
+        'workdir=SCRATCH / "work",', 'workdir=SCRATCH / "work",\n        publish=None,'
+    )
+    text = text.replace('out_prefix=RUN / "shards"', "out_prefix=RUN / p.source")
+    path = PIPELINE.parent / f"_ok_{tmp_path.name}.py"
+    path.write_text(text)
+    try:
+        wt = compile_pipeline(path)
+    finally:
+        path.unlink()
+    templates = {t["name"]: t for t in wt["spec"]["templates"]}
+    assert "--publish" not in templates["stage"]["container"]["args"]
+    assert "minAvailable: 3" in templates["train"]["resource"]["manifest"]
+    split = next(t for t in templates["main"]["dag"]["tasks"] if t["name"] == "split")
+    passed = {p["name"]: p["value"] for p in split["arguments"]["parameters"]}
+    run = "{{workflow.parameters.storage-root}}/runs/{{workflow.uid}}"
+    assert passed["out-prefix"] == run + "/{{workflow.parameters.source}}"
+    assert "Ref(" not in str(wt)
+
+
+@pytest.mark.parametrize(
+    ("want", "got", "ok"),
+    [
+        (int, Literal[1, 2, 4], True),
+        (float, Literal[0.5, 1], True),
+        (int, Literal["a"], False),
+        (Literal["score", "generate", "both"], Literal["score", "both"], True),
+        (Literal["score", "both"], Literal["score", "generate"], False),
+        (str, int, False),
+        (CorpusUri, CheckpointUri, False),
+        (CorpusUri, str, True),
+        (int | None, int, True),
+        (Path, str, True),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_type_rules(want: Any, got: Any, ok: bool) -> None:
+    from gangway.wiring.types import fits
+
+    assert fits(want, got) is ok

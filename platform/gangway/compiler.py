@@ -39,7 +39,12 @@ def load_pipeline(path: Path) -> Any:
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # the user's pipeline code failed: show where, briefly
-        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == str(path)]
+        mine = str(path.resolve())
+        frames = [
+            f
+            for f in traceback.extract_tb(e.__traceback__)
+            if str(Path(f.filename).resolve()) == mine
+        ]
         at = f" (line {frames[-1].lineno})" if frames else ""
         what = "" if isinstance(e, GangwayError) else f"{type(e).__name__}: "
         raise PermanentError(f"{path}{at}: {what}{e}") from None

@@ -177,9 +177,11 @@ def check_values(manifest: Mapping[str, Any], values: Mapping[str, str]) -> list
 
 
 def _problem(prop: Mapping[str, Any], raw: str) -> str | None:
-    value = _parse(prop["type"], raw.strip())
-    if value is not None and "enum" in prop and value not in prop["enum"]:
-        value = None
+    if raw != raw.strip() and prop["type"] != "string":
+        return f"remove the spaces around it: the step gets the text as given (got {raw!r})"
+    value = _parse(prop["type"], raw)
+    if "enum" in prop and raw not in [_text(v) for v in prop["enum"]]:
+        value = None  # Argo compares the text: "02" is not "2", "tiny " is not "tiny"
     if value is not None:
         size = len(value) if isinstance(value, str) else value
         limits = (

@@ -138,6 +138,11 @@ def pipeline(
     ``priority-class``, ``cluster`` and ``git-sha`` are always present.
     """
     defaults = defaults or Defaults.for_team(team)
+    if isinstance(parameters, type) and not issubclass(parameters, PipelineParams):
+        raise PermanentError(
+            f"parameters={parameters.__name__}: give a gangway.params.PipelineParams subclass "
+            "(or a mapping of defaults)"
+        )
     declared = argo_parameters(parameters) if isinstance(parameters, type) else []
     params = {
         "image": defaults.image,
@@ -149,6 +154,12 @@ def pipeline(
         "git-sha": "",
         **({} if isinstance(parameters, type) else parameters),
     }
+    clash = sorted({p["name"] for p in declared} & set(params))
+    if clash:
+        raise PermanentError(
+            f"parameter {clash[0]!r} is the platform's (it sets it for every pipeline); "
+            "give yours another name"
+        )
     arguments = [Parameter(name=k, value=str(v)) for k, v in params.items()]
     arguments += [Parameter(**p) for p in declared]
     annotations = {

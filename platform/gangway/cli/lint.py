@@ -45,6 +45,7 @@ def lint_cmd(
     Every finding names the object, the field path and what to do; the exit code is 1 when
     there is any error.
     """
+    from gangway.compiler import declared_parameters
     from gangway.lint import CrdSchemas, lint_manifest
     from gangway.lint.values import check_values, with_values
 
@@ -66,7 +67,9 @@ def lint_cmd(
     for target in targets:
         for obj in load_manifests(target):
             count += 1
-            filled = with_values(obj, values) if values else obj
+            declared = declared_parameters(dict(obj))
+            known = {k: v for k, v in values.items() if k in declared}  # the rest: findings
+            filled = with_values(obj, known) if known else obj
             # Each value alone too: one that breaks a manifest would hide what another does.
             blamed = {
                 (v.finding.obj, v.finding.path): v for v in check_values(obj, values, schemas)

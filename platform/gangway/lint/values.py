@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gangway.compiler import check_parameter_names
-from gangway.errors import PermanentError
+from gangway.compiler import check_parameter_names, declared_parameters
+from gangway.errors import PermanentError, closest
 from gangway.lint import CrdSchemas, Finding, lint_manifest
 from gangway.params import check_values as typed_problems
 
@@ -60,6 +60,12 @@ def _arguments(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return params
 
 
+def _unknown(name: str, declared: set[str]) -> str:
+    near = closest(name, declared)
+    hint = f" (did you mean {near}?)" if near else ""
+    return f"unknown parameter{hint}; this pipeline takes: {', '.join(sorted(declared))}"
+
+
 def with_values(obj: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any]:
     """A copy of ``obj`` whose workflow parameters hold ``values``; unknown names are an error."""
     check_parameter_names(dict(obj), values)
@@ -81,7 +87,13 @@ def check_values(
     parameter that causes it — or with none, when only the values together cause it."""
     if not values:
         return []
+    declared = declared_parameters(dict(obj))
     typed = [
+        ValueFinding((k,), Finding("", f"parameter {k}", _unknown(k, declared)))
+        for k in values
+        if k not in declared
+    ]
+    typed += [
         ValueFinding((k,), Finding("", f"parameter {k}", why))
         for k, why in typed_problems(obj, values)
     ]

@@ -135,14 +135,38 @@ def flag_of(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _converter(annotation: Any) -> Callable[[str], Any]:
-    """How argparse turns a flag's text into the field's type (the model validates after)."""
+def _inner(annotation: Any) -> Any:
     options = [a for a in typing.get_args(annotation) if a is not type(None)]
     if isinstance(annotation, types.UnionType) and len(options) == 1:
-        annotation = options[0]  # X | None
+        return options[0]  # X | None
+    return annotation
+
+
+def _converter(annotation: Any) -> Callable[[str], Any]:
+    """How argparse turns a flag's text into the field's type (the model validates after)."""
+    annotation = _inner(annotation)
+    if typing.get_origin(annotation) is typing.Literal:
+        kinds = {type(v) for v in typing.get_args(annotation)}
+        annotation = kinds.pop() if len(kinds) == 1 else str
+    if annotation is bool:
+        return _boolean
     if annotation in (int, float, Path):
         return typing.cast(Callable[[str], Any], annotation)
     return str
+
+
+def _boolean(text: str) -> bool:
+    value = {"true": True, "false": False}.get(text.strip().lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: give true or false")
+    return value
+
+
+def _help(info: Any) -> str:
+    text = info.description or ""
+    if not info.is_required() and info.default is not None:
+        text += f" (default: {info.default})"
+    return text
 
 
 @dataclass(frozen=True)
@@ -159,6 +183,14 @@ class StepSpec:
     gang: bool = False
     requests: dict[str, str] | None = field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        taken = [n for n in ("name", "after", "over") if n in self.inputs.model_fields]
+        if taken:
+            raise PermanentError(
+                f"step {self.name!r}: an input may not be called {taken[0]!r} (a keyword of a "
+                "step call: name=, after=, over=); rename it"
+            )
+
     def flags(self) -> dict[str, str]:
         """Input field → its command-line flag (placement fields of a gang have none)."""
         placement = GangInputs.PLACEMENT if self.gang else ()
@@ -169,14 +201,17 @@ class StepSpec:
         for name, flag in self.flags().items():
             info = self.inputs.model_fields[name]
             aliases = [a for m in info.metadata if isinstance(m, Flag) for a in m.aliases]
+            inner = _inner(info.annotation)
+            literal = typing.get_origin(inner) is typing.Literal
             parser.add_argument(
                 flag,
                 *aliases,
                 dest=name,
                 type=_converter(info.annotation),
+                choices=typing.get_args(inner) if literal else None,
                 required=info.is_required(),
                 default=None if info.is_required() else info.get_default(call_default_factory=True),
-                help=info.description,
+                help=_help(info),
             )
         for name, info in self.outputs.model_fields.items():
             if self.gang:  # a gang's outputs are where it was told to write, not files
@@ -195,9 +230,11 @@ class StepSpec:
         try:
             return self.inputs.model_validate(given)
         except ValidationError as e:
-            first = e.errors()[0]
-            name = str(first["loc"][0]) if first["loc"] else ""
-            raise PermanentError(f"{flag_of(name)}: {first['msg']}") from None
+            every = [
+                f"{flag_of(str(err['loc'][0])) if err['loc'] else 'flags'}: {err['msg']}"
+                for err in e.errors()
+            ]
+            raise PermanentError("; ".join(every)) from None
 
     def write_outputs(self, args: argparse.Namespace, outputs: Outputs) -> None:
         """Each output to its ``--FIELD-out`` file, when one was given."""

@@ -24,20 +24,18 @@ and waits for the training to finish.
 
 from __future__ import annotations
 
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from hera.workflows import Task
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
 from gangway.contract import OUT_DIR
 from gangway.contract import SCRATCH as SCRATCH_DIR
 from gangway.errors import PermanentError, closest
-from gangway.step.interface import GangInputs, StepSpec, TypedUri, flag_of
+from gangway.step.interface import GangInputs, StepSpec, flag_of
+from gangway.wiring.types import constant_problem, element_of, fits, type_name
 
 __all__ = ["EACH", "RUN", "SCRATCH", "STORAGE_ROOT", "Ref", "TaskRef", "make_task", "parameters"]
 
@@ -55,13 +53,23 @@ class Ref:
     producer: Any = None
     """The Hera task whose output this is (a task reading it waits for it)."""
     item: str | None = None
-    """For a fan-out item: the field of the element it reads."""
+    """For a fan-out item: the field of the element it reads ("" for the element itself)."""
     inline: bool = False
     """The same for every task of a run (the storage root, the run's place, the scratch
     directory): written into the step's command line, not passed as a template input."""
 
-    def __truediv__(self, part: str) -> Ref:
-        """A path below this one (the type becomes plain text: it names something else)."""
+    def __truediv__(self, part: str | Ref) -> Ref:
+        """A path below this one (plain text: it names something else)."""
+        if isinstance(part, Ref):
+            return Ref(
+                f"{self.expr}/{part.expr}",
+                str,
+                f"{self.source}/{part.source}",
+                self.producer or part.producer,
+                inline=self.inline and part.inline,
+            )
+        if not isinstance(part, str):
+            raise PermanentError(f"{self.source} / {part!r}: a path part is text")
         source = f"{self.source}/{part}"
         return Ref(f"{self.expr}/{part}", str, source, self.producer, inline=self.inline)
 
@@ -75,7 +83,8 @@ RUN = STORAGE_ROOT / "runs" / "{{workflow.uid}}"
 
 
 class _Each:
-    """The element a fanned-out task gets (``over=`` a list output): ``EACH.field``."""
+    """The element a fanned-out task gets (``over=`` a list output): ``EACH`` itself, or
+    ``EACH.field`` of an element that is an object."""
 
     def __getattr__(self, name: str) -> Ref:
         if name.startswith("__"):
@@ -83,7 +92,7 @@ class _Each:
         return Ref("{{item." + name + "}}", Any, f"EACH.{name}", item=name)
 
 
-EACH = _Each()
+EACH: Any = _Each()
 
 
 class _Parameters:
@@ -100,6 +109,11 @@ class _Parameters:
 
 def parameters(model: type[BaseModel]) -> Any:
     """The pipeline's parameters as references: ``parameters(Params).train_steps``."""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise PermanentError(
+            f"parameters({model!r}): give the pipeline's parameter model "
+            "(a gangway.params.PipelineParams subclass)"
+        )
     return _Parameters(model)
 
 
@@ -111,6 +125,8 @@ class TaskRef:
     spec: StepSpec
     task: Task
     wired: dict[str, Any] = field(default_factory=dict)
+    fanned: bool = False
+    """Fanned out with ``over=``: each output is the list of every item's."""
 
     def __getattr__(self, out: str) -> Ref:
         if out.startswith("__"):
@@ -123,13 +139,20 @@ class TaskRef:
                 f"{_hint(out, fields)}"
             )
         kind = fields[out].annotation
+        source = f"{self.name}.{out}"
         if self.spec.gang:  # a gang's outputs are where it was told to write
+            if out not in self.wired:
+                raise PermanentError(
+                    f"task {self.name!r}: its output {out!r} is where the gang writes; give "
+                    f"{out}=… to the task"
+                )
             given = self.wired[out]
             if not isinstance(given, Ref):
-                return Ref(_text(given), kind, f"{self.name}.{out}", self.task, inline=True)
-            return Ref(given.expr, kind, f"{self.name}.{out}", self.task, inline=given.inline)
+                return Ref(_text(given), kind, source, self.task, inline=True)
+            return Ref(given.expr, kind, source, self.task, inline=given.inline)
         expr = "{{tasks." + self.name + ".outputs.parameters." + out + "}}"
-        return Ref(expr, kind, f"{self.name}.{out}", self.task)
+        every: Any = list.__class_getitem__(kind) if self.fanned else kind
+        return Ref(expr, every, source, self.task)
 
 
 def _hint(name: str, known: Mapping[str, Any]) -> str:
@@ -138,9 +161,11 @@ def _hint(name: str, known: Mapping[str, Any]) -> str:
 
 
 def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
-    """The template and DAG task of ``spec`` with ``wiring``, every argument checked."""
+    """The template and DAG task of ``spec`` with ``wiring``, every argument checked; an
+    argument of None is one not given."""
     after = wiring.pop("after", ())
     over = wiring.pop("over", None)
+    wiring = {k: (_whole_item() if v is EACH else v) for k, v in wiring.items() if v is not None}
     where = f"task {name!r}"
     fields = spec.inputs.model_fields
     for key in wiring:
@@ -152,8 +177,9 @@ def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
     missing = [n for n, f in fields.items() if f.is_required() and n not in wiring]
     if missing:
         raise PermanentError(f"{where}: give {', '.join(missing)} (required by {spec.name})")
+    _check_over(where, over, wiring)
     for key, value in wiring.items():
-        _check(where, key, fields[key].annotation, value, over)
+        _check(where, key, fields[key], value, over)
     _check_name(where, name)
     task = _task(spec, name, wiring, over)
     producers = [v.producer for v in wiring.values() if isinstance(v, Ref) and v.producer]
@@ -165,92 +191,85 @@ def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
         producers.append(over.producer)
     for producer in {id(p): p for p in producers}.values():
         producer >> task
-    return TaskRef(name, spec, task, dict(wiring))
+    return TaskRef(name, spec, task, dict(wiring), fanned=over is not None)
+
+
+def _whole_item() -> Ref:
+    return Ref("{{item}}", Any, "EACH", item="")
+
+
+def _check_over(where: str, over: Any, wiring: Mapping[str, Any]) -> None:
+    items = [k for k, v in wiring.items() if isinstance(v, Ref) and v.item is not None]
+    if over is None:
+        if items:
+            raise PermanentError(f"{where}: input {items[0]!r} reads EACH: give over=… a list")
+        return
+    if not isinstance(over, Ref) or not (over.type is Any or element_of(over.type)):
+        what = over.source if isinstance(over, Ref) else repr(over)
+        raise PermanentError(f"{where}: over= takes a list output of a task, not {what}")
 
 
 def _check_name(where: str, name: str) -> None:
-    """A task needs a DAG to go in, and a name no other task of it has."""
-    from hera.workflows import DAG
+    """A task needs a pipeline and a DAG to go in, and a name no other task of it has."""
+    from hera.workflows import DAG, WorkflowTemplate
     from hera.workflows._context import _context
 
-    dag = next((p for p in reversed(_context.pieces) if isinstance(p, DAG)), None)
-    if dag is None:
+    pieces = list(_context.pieces or [])
+    dag = next((p for p in reversed(pieces) if isinstance(p, DAG)), None)
+    if dag is None or not any(isinstance(p, WorkflowTemplate) for p in pieces):
         raise PermanentError(
-            f"{where}: call steps inside `with pipeline(...) as w, DAG(name=\"main\"):`"
+            f'{where}: call steps inside `with pipeline(...) as w, DAG(name="main"):`'
         )
     if any(getattr(t, "name", None) == name for t in dag.tasks):
-        raise PermanentError(f"{where}: a task of that name exists; give name=\"…\" to this one")
+        raise PermanentError(f'{where}: a task of that name exists; give name="…" to this one')
 
 
-def _check(where: str, key: str, want: Any, value: Any, over: Any) -> None:
-    """Refuse ``value`` for input ``key`` of type ``want``, naming both."""
+def _check(where: str, key: str, info: Any, value: Any, over: Any) -> None:
+    """Refuse ``value`` for input ``key`` (field ``info``), naming both."""
+    want = info.annotation
     if isinstance(value, Ref):
-        got = value.type
-        if value.item is not None:
-            got = _item_type(where, key, value, over)
-        if not _fits(want, got):
+        got = _item_type(where, key, value, over) if value.item is not None else value.type
+        if not fits(want, got):
             raise PermanentError(
-                f"{where}: input {key!r} takes {_name(want)}, but {value.source} is {_name(got)}"
+                f"{where}: input {key!r} takes {type_name(want)}, but {value.source} is "
+                f"{type_name(got)}"
             )
         return
-    try:
-        TypeAdapter(want).validate_python(value)
-    except ValidationError as e:
-        msg = e.errors()[0]["msg"]
-        raise PermanentError(f"{where}: input {key!r}: {msg} (got {value!r})") from None
-
-
-def _item_type(where: str, key: str, ref: Ref, over: Any) -> Any:
-    if not isinstance(over, Ref):
-        raise PermanentError(f"{where}: input {key!r} reads {ref.source}: give over=… a list")
-    args = typing.get_args(over.type)
-    element = args[0] if typing.get_origin(over.type) is list and args else None
-    if not (isinstance(element, type) and issubclass(element, BaseModel)):
-        return Any
-    fields = element.model_fields
-    if ref.item not in fields:
+    if isinstance(value, _Each | TaskRef):
+        raise PermanentError(f"{where}: input {key!r}: give a value, an output or EACH.field")
+    problem = constant_problem(info, value)
+    if problem is not None:
+        raise PermanentError(f"{where}: input {key!r}: {problem} (got {value!r})")
+    if isinstance(value, str) and "{{" in value:
         raise PermanentError(
-            f"{where}: input {key!r}: the items of {over.source} have no field {ref.item!r} "
-            f"(they have {', '.join(fields)}){_hint(ref.item or '', fields)}"
+            f"{where}: input {key!r}: write no '{{{{…}}}}' by hand; use a parameter or an "
+            "output (p.NAME, task.OUTPUT, RUN / …)"
         )
-    return fields[ref.item].annotation
 
 
-def _fits(want: Any, got: Any) -> bool:
-    """May a value of type ``got`` go where ``want`` is expected?"""
-    if want is Any or got is Any or want == got:
-        return True
-    if isinstance(want, types.UnionType) or typing.get_origin(want) is typing.Union:
-        return any(_fits(w, got) for w in typing.get_args(want) if w is not type(None))
-    if typing.get_origin(want) is Literal:
-        allowed = set(typing.get_args(want))
-        return typing.get_origin(got) is Literal and set(typing.get_args(got)) <= allowed
-    if isinstance(want, type) and issubclass(want, TypedUri):  # plain text may name one
-        return got is str or (isinstance(got, type) and issubclass(got, want))
-    if want is str:
-        return (isinstance(got, type) and issubclass(got, str)) or _is_text_literal(got)
-    if want is float:
-        return got in (int, float)
-    if want is Path:  # a path is written as text
-        return got in (str, Path)
-    return False
-
-
-def _is_text_literal(t: Any) -> bool:
-    return typing.get_origin(t) is Literal and all(isinstance(a, str) for a in typing.get_args(t))
-
-
-def _name(t: Any) -> str:
-    options = [a for a in typing.get_args(t) if a is not type(None)]
-    if isinstance(t, types.UnionType) and len(options) == 1:
-        t = options[0]  # X | None: the None is "not given"
-    if isinstance(t, type) and issubclass(t, TypedUri):
-        return f"a {t.kind} ({t.__name__})"
-    if typing.get_origin(t) is Literal:
-        return "one of " + ", ".join(map(str, typing.get_args(t)))
-    return {int: "a whole number", float: "a number", str: "text", bool: "true/false"}.get(
-        t, str(getattr(t, "__name__", t))
+def _item_type(where: str, key: str, ref: Ref, over: Ref) -> Any:
+    """The type of ``EACH`` or ``EACH.field`` over the list ``over``."""
+    elements = element_of(over.type)
+    if not elements:
+        return Any
+    if not ref.item:
+        return elements[0] if len(elements) == 1 else Any
+    for element in elements:
+        if _is_model(element) and ref.item in element.model_fields:
+            return element.model_fields[ref.item].annotation
+    known = {n: None for e in elements if _is_model(e) for n in e.model_fields}
+    what = (
+        f"have no field {ref.item!r} (they have {', '.join(known)})"
+        if known
+        else (f"are {type_name(elements[0])}, not objects with fields: use EACH")
     )
+    raise PermanentError(
+        f"{where}: input {key!r}: the items of {over.source} {what}{_hint(ref.item, known)}"
+    )
+
+
+def _is_model(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, BaseModel)
 
 
 def _text(value: Any) -> str:
@@ -275,10 +294,12 @@ def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Ta
     flags = spec.flags()
     args = [*spec.command, *(a for k in wiring if k in flags for a in (flags[k], value(k)))]
     if spec.gang:
-        shape = {
+        shape: dict[str, Any] = {
             k: value(k) if k in wiring else str(GangInputs.model_fields[k].default)
             for k in GangInputs.PLACEMENT
         }
+        if "nodes" not in passed:  # a fixed gang size is a number in the Job
+            shape["nodes"] = int(shape["nodes"])
         template: Any = gang_step(
             name, module=spec.module, args=args, inputs=list(names.values()), **shape
         )
