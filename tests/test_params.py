@@ -181,3 +181,14 @@ def test_unknown_names_and_bad_values_are_reported_together(tmp_path: Path) -> N
                  "-p modle: unknown parameter (did you mean model?)",
                  "-p nodes: must be a whole number from 1 to 256"):  # fmt: skip
         assert says in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    ["{not json", '{"x": {"enum": ["a"]}}', '["x"]'],
+    ids=["not-json", "no-type", "not-a-mapping"],
+)
+def test_a_hand_edited_schema_is_one_clear_error(annotation: str) -> None:
+    bad = {"metadata": {"annotations": {SCHEMA_ANNOTATION: annotation}}}
+    with pytest.raises(PermanentError, match=SCHEMA_ANNOTATION + ": not"):
+        check_values(bad, {"x": "a"})

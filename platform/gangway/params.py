@@ -163,7 +163,11 @@ def schema_of(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         schema = json.loads(raw)
     except ValueError:
         raise PermanentError(f"annotation {SCHEMA_ANNOTATION}: not JSON; recompile") from None
-    return schema if isinstance(schema, dict) else {}
+    if not isinstance(schema, dict) or not all(
+        isinstance(p, dict) and p.get("type") in _TYPES for p in schema.values()
+    ):
+        raise PermanentError(f"annotation {SCHEMA_ANNOTATION}: not a parameter schema; recompile")
+    return schema
 
 
 def check_values(manifest: Mapping[str, Any], values: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -193,7 +197,7 @@ def _problem(prop: Mapping[str, Any], raw: str) -> str | None:
             size <= prop.get("maxLength", size),
         )
         if all(limits):
-            if "pattern" in prop and not re.search(prop["pattern"], value):
+            if "pattern" in prop and not _matches(prop["pattern"], value):
                 return f"must match {prop['pattern']} (got {raw!r})"
             return None
     what = _describe({**prop, "description": ""})
@@ -202,6 +206,13 @@ def _problem(prop: Mapping[str, Any], raw: str) -> str | None:
     near = closest(raw.strip(), [_text(v) for v in prop["enum"]]) if "enum" in prop else None
     hint = f" — did you mean {near}?" if near else ""
     return f"must be {what}{hint} (got {raw!r})"
+
+
+def _matches(pattern: str, value: str) -> bool:
+    try:
+        return re.search(pattern, value) is not None
+    except re.error:
+        raise PermanentError(f"parameter pattern {pattern!r} is not a regular expression") from None
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
