@@ -117,27 +117,10 @@ def _container_security() -> m.SecurityContext:
     )
 
 
-def pipeline(
-    name: str,
-    *,
-    team: str,
-    title: str,
-    description: str,
-    parameters: Mapping[str, str | int] | type[PipelineParams],
-    queue: str | None = None,
-    defaults: Defaults | None = None,
-) -> WorkflowTemplate:
-    """A WorkflowTemplate with Gangway's defaults; use it as a ``with`` block like Hera's.
-
-    ``team`` is a team of the platform config: its queue, priority class and semaphore (at
-    most ``max_workflows`` of its workflows run at once) come from there, as do the image,
-    storage root and MLflow (``defaults`` overrides them all). ``parameters`` become workflow
-    parameters (overridable with ``-p name=value``): a :class:`~gangway.params.PipelineParams`
-    model (typed: enum and description in the Argo UI, ``-p`` values checked before anything
-    runs) or a plain mapping of defaults. ``image``, ``storage-root``, ``mlflow-tracking-uri``,
-    ``priority-class``, ``cluster`` and ``git-sha`` are always present.
-    """
-    defaults = defaults or Defaults.for_team(team)
+def _arguments(
+    defaults: Defaults, parameters: Mapping[str, str | int] | type[PipelineParams]
+) -> list[Parameter]:
+    """The workflow parameters: the platform's, then the pipeline's (typed or not)."""
     if isinstance(parameters, type) and not issubclass(parameters, PipelineParams):
         raise PermanentError(
             f"parameters={parameters.__name__}: give a gangway.params.PipelineParams subclass "
@@ -161,7 +144,31 @@ def pipeline(
             "give yours another name"
         )
     arguments = [Parameter(name=k, value=str(v)) for k, v in params.items()]
-    arguments += [Parameter(**p) for p in declared]
+    return arguments + [Parameter(**p) for p in declared]
+
+
+def pipeline(
+    name: str,
+    *,
+    team: str,
+    title: str,
+    description: str,
+    parameters: Mapping[str, str | int] | type[PipelineParams],
+    queue: str | None = None,
+    defaults: Defaults | None = None,
+) -> WorkflowTemplate:
+    """A WorkflowTemplate with Gangway's defaults; use it as a ``with`` block like Hera's.
+
+    ``team`` is a team of the platform config: its queue, priority class and semaphore (at
+    most ``max_workflows`` of its workflows run at once) come from there, as do the image,
+    storage root and MLflow (``defaults`` overrides them all). ``parameters`` become workflow
+    parameters (overridable with ``-p name=value``): a :class:`~gangway.params.PipelineParams`
+    model (typed: enum and description in the Argo UI, ``-p`` values checked before anything
+    runs) or a plain mapping of defaults. ``image``, ``storage-root``, ``mlflow-tracking-uri``,
+    ``priority-class``, ``cluster`` and ``git-sha`` are always present.
+    """
+    defaults = defaults or Defaults.for_team(team)
+    arguments = _arguments(defaults, parameters)
     annotations = {
         "workflows.argoproj.io/title": title,
         "workflows.argoproj.io/description": description,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -45,9 +45,7 @@ def lint_cmd(
     Every finding names the object, the field path and what to do; the exit code is 1 when
     there is any error.
     """
-    from gangway.compiler import declared_parameters
-    from gangway.lint import CrdSchemas, lint_manifest
-    from gangway.lint.values import check_values, with_values
+    from gangway.lint import CrdSchemas
 
     values = parse_params(param)
     if context is not None:
@@ -67,23 +65,7 @@ def lint_cmd(
     for target in targets:
         for obj in load_manifests(target):
             count += 1
-            declared = declared_parameters(dict(obj))
-            known = {k: v for k, v in values.items() if k in declared}  # the rest: findings
-            filled = with_values(obj, known) if known else obj
-            # Each value alone too: one that breaks a manifest would hide what another does.
-            blamed = {
-                (v.finding.obj, v.finding.path): v for v in check_values(obj, values, schemas)
-            }
-            shown = {(f.obj, f.path): f for f in lint_manifest(filled, schemas)}
-            shown.update({k: v.finding for k, v in blamed.items() if k not in shown})
-            for key, f in shown.items():
-                if key in blamed:
-                    who = ", ".join(f"-p {n}" for n in blamed[key].parameters)
-                    if f.obj:
-                        f = replace(f, message=f"{f.message} (caused by {who or 'the -p values'})")
-                    else:  # about the value itself (its type, its range)
-                        f = replace(f, message=f"{who}: {f.message}")
-                findings.append((target, f))
+            findings += [(target, f) for f in _findings(obj, values, schemas)]
     if findings:
         table = Table(header_style="bold", show_lines=False)
         for col in ("file", "object", "field", "problem"):
@@ -99,3 +81,29 @@ def lint_cmd(
     )
     if errors:
         raise typer.Exit(1)
+
+
+def _findings(obj: Any, values: dict[str, str], schemas: Any) -> list[Any]:
+    """One manifest's findings, filled with the known ``values``; each finding the values
+    cause names them."""
+    from gangway.compiler import declared_parameters
+    from gangway.lint import lint_manifest
+    from gangway.lint.values import check_values, with_values
+
+    declared = declared_parameters(dict(obj))
+    known = {k: v for k, v in values.items() if k in declared}  # the rest: findings
+    filled = with_values(obj, known) if known else obj
+    # Each value alone too: one that breaks a manifest would hide what another does.
+    blamed = {(v.finding.obj, v.finding.path): v for v in check_values(obj, values, schemas)}
+    shown = {(f.obj, f.path): f for f in lint_manifest(filled, schemas)}
+    shown.update({k: v.finding for k, v in blamed.items() if k not in shown})
+    out = []
+    for key, f in shown.items():
+        if key in blamed:
+            who = ", ".join(f"-p {n}" for n in blamed[key].parameters)
+            if f.obj:
+                f = replace(f, message=f"{f.message} (caused by {who or 'the -p values'})")
+            else:  # about the value itself (its type, its range)
+                f = replace(f, message=f"{who}: {f.message}")
+        out.append(f)
+    return out
