@@ -147,7 +147,7 @@ def test_typed_uris_are_their_own_kinds() -> None:
 def test_the_guides_pipeline_compiles_as_written(tmp_path: Path) -> None:
     """docs/writing-pipelines.md's example pipeline, taken from the page."""
     text = (REPO / "docs" / "writing-pipelines.md").read_text()
-    code = next(b for b in text.split("```python\n")[1:] if "with pipeline(" in b)
+    code = next(b for b in text.split("```python\n")[1:] if "parameters=Params" in b)
     path = PIPELINE.parent / f"_guide_{tmp_path.name}.py"
     path.write_text(code.split("```")[0])
     try:
