@@ -29,11 +29,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gangway.contract import LABEL_PREFIX
 from gangway.errors import PermanentError, closest, field_errors
+from gangway.step.interface import kebab
 
 __all__ = [
     "SCHEMA_ANNOTATION",
     "PipelineParams",
     "argo_parameters",
+    "argo_text",
     "check_values",
     "schema_json",
 ]
@@ -46,16 +48,12 @@ _KEEP = ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMax
 _KEEP_STR = ("minLength", "maxLength", "pattern")
 
 
-def _kebab(name: str) -> str:
-    return name.replace("_", "-")
-
-
 class PipelineParams(BaseModel):
     """Base of a pipeline's parameter model: every field a workflow parameter (see the module
     text); defaults are required, since Argo starts a workflow from them."""
 
     model_config: ClassVar[ConfigDict] = ConfigDict(
-        alias_generator=_kebab,
+        alias_generator=kebab,
         populate_by_name=True,
         extra="forbid",
         frozen=True,
@@ -101,10 +99,11 @@ class PipelineParams(BaseModel):
             raise PermanentError(
                 f"{cls.__name__}: a default is not valid: {field_errors(e, root=cls.__name__)}"
             ) from None
-        return {_kebab(k): _text(v) for k, v in model.model_dump(mode="json").items()}
+        return {kebab(k): argo_text(v) for k, v in model.model_dump(mode="json").items()}
 
 
-def _text(value: Any) -> str:
+def argo_text(value: Any) -> str:
+    """A value as Argo holds it: text, booleans as true/false."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -118,7 +117,7 @@ def argo_parameters(params: type[PipelineParams]) -> list[dict[str, Any]]:
         prop = schema[name]
         entry: dict[str, Any] = {"name": name, "value": value}
         if "enum" in prop:
-            entry["enum"] = [_text(v) for v in prop["enum"]]
+            entry["enum"] = [argo_text(v) for v in prop["enum"]]
         entry["description"] = _describe(prop)
         out.append(entry)
     return out
@@ -129,7 +128,7 @@ def _describe(prop: Mapping[str, Any]) -> str:
     (nothing more for free text)."""
     text = str(prop.get("description", "")).rstrip(".")
     if "enum" in prop:
-        takes = "one of " + ", ".join(_text(v) for v in prop["enum"])
+        takes = "one of " + ", ".join(argo_text(v) for v in prop["enum"])
     elif prop["type"] == "string":
         return text or "text"
     else:
@@ -184,7 +183,7 @@ def _problem(prop: Mapping[str, Any], raw: str) -> str | None:
     if raw != raw.strip() and prop["type"] != "string":
         return f"remove the spaces around it: the step gets the text as given (got {raw!r})"
     value = _parse(prop["type"], raw)
-    if "enum" in prop and raw not in [_text(v) for v in prop["enum"]]:
+    if "enum" in prop and raw not in [argo_text(v) for v in prop["enum"]]:
         value = None  # Argo compares the text: "02" is not "2", "tiny " is not "tiny"
     if value is not None:
         size = len(value) if isinstance(value, str) else value
@@ -203,7 +202,7 @@ def _problem(prop: Mapping[str, Any], raw: str) -> str | None:
     what = _describe({**prop, "description": ""})
     if prop["type"] == "string" and "enum" not in prop:
         what = f"text of {prop.get('minLength', 0)} to {prop.get('maxLength', 'any')} characters"
-    near = closest(raw.strip(), [_text(v) for v in prop["enum"]]) if "enum" in prop else None
+    near = closest(raw.strip(), [argo_text(v) for v in prop["enum"]]) if "enum" in prop else None
     hint = f" — did you mean {near}?" if near else ""
     return f"must be {what}{hint} (got {raw!r})"
 

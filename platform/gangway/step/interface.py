@@ -59,6 +59,8 @@ __all__ = [
     "StepSpec",
     "TypedUri",
     "flag_of",
+    "kebab",
+    "unwrap_optional",
 ]
 
 
@@ -131,20 +133,25 @@ class NoOutputs(Outputs):
     pass
 
 
+def kebab(name: str) -> str:
+    """A field's name as Argo parameters and command-line flags spell it."""
+    return name.replace("_", "-")
+
+
 def flag_of(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return "--" + kebab(name)
 
 
-def _inner(annotation: Any) -> Any:
-    options = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if isinstance(annotation, types.UnionType) and len(options) == 1:
-        return options[0]  # X | None
-    return annotation
+def unwrap_optional(t: Any) -> Any:
+    """``X`` for ``X | None``; ``t`` otherwise."""
+    options = [a for a in typing.get_args(t) if a is not type(None)]
+    is_union = isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union
+    return options[0] if is_union and len(options) == 1 else t
 
 
 def _converter(annotation: Any) -> Callable[[str], Any]:
     """How argparse turns a flag's text into the field's type (the model validates after)."""
-    annotation = _inner(annotation)
+    annotation = unwrap_optional(annotation)
     if typing.get_origin(annotation) is typing.Literal:
         kinds = {type(v) for v in typing.get_args(annotation)}
         annotation = kinds.pop() if len(kinds) == 1 else str
@@ -201,7 +208,7 @@ class StepSpec:
         for name, flag in self.flags().items():
             info = self.inputs.model_fields[name]
             aliases = [a for m in info.metadata if isinstance(m, Flag) for a in m.aliases]
-            inner = _inner(info.annotation)
+            inner = unwrap_optional(info.annotation)
             literal = typing.get_origin(inner) is typing.Literal
             parser.add_argument(
                 flag,

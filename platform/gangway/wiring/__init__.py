@@ -34,7 +34,8 @@ from pydantic import BaseModel
 from gangway.contract import OUT_DIR
 from gangway.contract import SCRATCH as SCRATCH_DIR
 from gangway.errors import PermanentError, closest
-from gangway.step.interface import GangInputs, StepSpec, flag_of
+from gangway.params import argo_text
+from gangway.step.interface import GangInputs, StepSpec, flag_of, kebab
 from gangway.wiring.types import constant_problem, element_of, fits, type_name
 
 __all__ = ["EACH", "RUN", "SCRATCH", "STORAGE_ROOT", "Ref", "TaskRef", "make_task", "parameters"]
@@ -103,7 +104,7 @@ class _Parameters:
         fields = self._model.model_fields
         if name not in fields:
             raise PermanentError(f"parameters: no field {name!r}{_hint(name, fields)}")
-        expr = "{{workflow.parameters." + name.replace("_", "-") + "}}"
+        expr = "{{workflow.parameters." + kebab(name) + "}}"
         return Ref(expr, fields[name].annotation, f"parameter {name}")
 
 
@@ -273,11 +274,7 @@ def _is_model(t: Any) -> bool:
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, Ref):
-        return value.expr
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return value.expr if isinstance(value, Ref) else argo_text(value)
 
 
 def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Task:
@@ -286,7 +283,7 @@ def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Ta
     from gangway.pipeline import gang_step, step
 
     passed = {k: v for k, v in wiring.items() if isinstance(v, Ref) and not v.inline}
-    names = {k: k.replace("_", "-") for k in passed}
+    names = {k: kebab(k) for k in passed}
 
     def value(key: str) -> str:
         return "{{inputs.parameters." + names[key] + "}}" if key in passed else _text(wiring[key])

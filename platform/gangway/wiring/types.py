@@ -23,16 +23,9 @@ from typing import Any, Literal
 from pydantic import TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from gangway.step.interface import TypedUri
+from gangway.step.interface import TypedUri, unwrap_optional
 
 __all__ = ["constant_problem", "element_of", "fits", "type_name", "unwrap_optional"]
-
-
-def unwrap_optional(t: Any) -> Any:
-    """``X`` for ``X | None``; ``t`` otherwise."""
-    options = [a for a in typing.get_args(t) if a is not type(None)]
-    is_union = isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union
-    return options[0] if is_union and len(options) == 1 else t
 
 
 def _choices(t: Any) -> tuple[Any, ...] | None:
