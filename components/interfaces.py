@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from gangway.caching import Cache, Place, Reads
 from gangway.step.interface import (
     CheckpointsUri,
     CheckpointUri,
@@ -29,19 +30,21 @@ from gangway.storage import DEFAULT_WORKERS
 __all__ = ["EVALUATE", "INFER", "SPLIT", "STAGE", "TRAIN", "Shard"]
 
 CacheDir = Annotated[
-    Path | None, Field(None, description="local cache for fetched data and checkpoints")
+    Path | None, Place(), Field(None, description="local cache for fetched data and checkpoints")
 ]
 
 
 class StageInputs(Inputs):
-    source: str = Field(
+    source: Annotated[str, Reads()] = Field(
         description="published dataset URI (file:// or s3://), or 'demo' for the built-in demo "
         "dataset under --demo-root (built there first if missing)"
     )
     demo_root: str | None = Field(None, description="where the demo data lives (with demo)")
-    workdir: Path = Field(description="local working directory")
-    publish: str | None = Field(None, description="publish the corpus here for training")
-    publish_root: str | None = Field(
+    workdir: Annotated[Path, Place()] = Field(description="local working directory")
+    publish: Annotated[str | None, Place()] = Field(
+        None, description="publish the corpus here for training"
+    )
+    publish_root: Annotated[str | None, Place()] = Field(
         None,
         description="publish the corpus under ROOT/<digest> (content-addressed, shared by "
         "every run on the same data)",
@@ -55,7 +58,14 @@ class StageOutputs(Outputs):
     corpus: CorpusUri = Field(description="the published corpus URI")
 
 
-STAGE = StepSpec("stage", "components.staging", StageInputs, StageOutputs, command=("stage",))
+STAGE = StepSpec(
+    "stage",
+    "components.staging",
+    StageInputs,
+    StageOutputs,
+    command=("stage",),
+    cache=Cache("720h"),  # the same data staged the same way is the same corpus
+)
 
 
 class Shard(BaseModel):
@@ -132,7 +142,7 @@ class EvaluateInputs(Inputs):
         None, description="checkpoint root: evaluate every complete checkpoint"
     )
     max_tokens: int = Field(65_536, ge=1, description="validation tokens to score")
-    metrics_out: str | None = Field(
+    metrics_out: Annotated[str | None, Place()] = Field(
         None, description="write the metrics JSON here (a path or a URI)"
     )
     cache_dir: CacheDir
@@ -143,5 +153,10 @@ class EvaluateOutputs(Outputs):
 
 
 EVALUATE = StepSpec(
-    "evaluate", "components.evaluation", EvaluateInputs, EvaluateOutputs, kind="compute"
+    "evaluate",
+    "components.evaluation",
+    EvaluateInputs,
+    EvaluateOutputs,
+    kind="compute",
+    cache=Cache("720h"),  # the same checkpoints scored on the same corpus score the same
 )

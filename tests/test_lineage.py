@@ -157,10 +157,16 @@ def test_pipeline_records_one_run_per_step_and_links_them(
     assert path == f"/experiments/{exp}/runs"
     found = _client(mlflow_server).search_runs([exp], unquote(query))
     assert {r.info.run_id for r in found} == {r.info.run_id for r in runs}
-    # Every container step outputs the URL of its own run.
+    # Every container step outputs a link to its own run: the experiment searched by the
+    # step's record key (steps only spool, so the link is made before the run exists).
     urls = sorted((state / "runs" / first.name / "steps").glob("*/attempt-*/out/mlflow_run_url"))
     assert len(urls) == 5
-    assert {u.read_text() for u in urls} <= {r.data.tags["gangway.url"] for r in steps}
+    by_id = {r.info.run_id: r for r in steps}
+    for url in urls:
+        path, query = url.read_text().split("#", 1)[1].split("?searchFilter=")
+        assert path == f"/experiments/{exp}/runs"
+        hits = _client(mlflow_server).search_runs([exp], unquote(query))
+        assert len(hits) == 1 and hits[0].info.run_id in by_id, url
 
 
 @pytest.mark.e2e

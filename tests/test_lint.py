@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from gangway.compiler import compile_pipeline
+from gangway.contract import step_env
 from gangway.lint import CrdSchemas, Finding, lint_manifest
 from tests.conftest import REPO
 
@@ -225,7 +226,7 @@ CASES: list[Any] = [
             {"name": "AWS_SECRET_ACCESS_KEY", "value": "hunter2"}
         ),
         "WorkflowTemplate/train-eval-infer",
-        f"spec.templates[{T['stage']}].container.env[12].value",
+        f"spec.templates[{T['stage']}].container.env[{len(step_env('stage'))}].value",
         "use valueFrom.secretKeyRef",
         id="literal-secret",
     ),

@@ -3,6 +3,7 @@ retries by the exit-code contract (with a fake clock), gang restarts, and refusa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -321,7 +322,11 @@ def test_gang_aborts_on_permanent_error_without_restart(tmp_path: Path) -> None:
             "`steps`",
             id="steps",
         ),
-        pytest.param(lambda wt: wt["spec"].update(onExit="ok"), "spec.onExit", id="on-exit"),
+        pytest.param(
+            lambda wt: wt["spec"].update(onExit="ghost"),
+            "spec.onExit 'ghost'",
+            id="on-exit-unknown",
+        ),
         pytest.param(
             lambda wt: wt["spec"]["templates"][0].update(
                 outputs={"artifacts": [{"name": "a", "path": "/x"}]}
@@ -363,7 +368,7 @@ def test_every_unsupported_construct_is_listed_before_anything_runs(tmp_path: Pa
             {"name": "c", "template": "nope", "dependencies": ["ghost"]},
         ],
     )
-    wt["spec"]["onExit"] = "ok"
+    wt["spec"]["onExit"] = "ghost"
     wt["spec"]["templates"][0]["retryStrategy"] = {"retryPolicy": "Sometimes", "limit": 1}
     wt["spec"]["templates"][0]["container"]["env"] = [
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
@@ -372,7 +377,7 @@ def test_every_unsupported_construct_is_listed_before_anything_runs(tmp_path: Pa
         run(wt, tmp_path / "state")
     message = str(refused.value)
     for expected in (
-        "spec.onExit",
+        "spec.onExit 'ghost' names no template",
         "spec.templates[0] (ok).retryStrategy: retryPolicy 'Sometimes'",
         "spec.templates[0] (ok): env TOKEN uses valueFrom",
         "spec.templates[1].dag.tasks[1] (task b): `continueOn`",
@@ -524,3 +529,46 @@ def test_run_pipeline_is_a_library_call(tmp_path: Path) -> None:
     assert ("logs", f"{done.result.state_dir}/logs") in done.locations()
     with pytest.raises(PermanentError, match="nothing to retry"):
         retry_pipeline(tmp_path / "state")
+
+
+@pytest.mark.parametrize(
+    ("fail", "status"),
+    [(False, "Succeeded"), (True, "Failed")],
+    ids=["after-success", "after-failure"],
+)
+def test_exit_handler_runs_last_with_the_workflow_status(
+    tmp_path: Path, fail: bool, status: str
+) -> None:
+    """spec.onExit runs once the DAG has ended, as node NAME.onExit, with workflow.status and
+    workflow.failures; the workflow's phase is the DAG's."""
+    seen = tmp_path / "seen"
+    wt = workflow(
+        {
+            "work": py("raise SystemExit(1)" if fail else "pass"),
+            "bye": py(
+                f"import sys; open({str(seen)!r}, 'w').write(sys.argv[1] + '|' + sys.argv[2])"
+            ),
+        },
+        [{"name": "a", "template": "work"}],
+    )
+    wt["spec"]["templates"][1]["container"]["args"] = [
+        "{{workflow.status}}",
+        "{{workflow.failures}}",
+    ]
+    wt["spec"]["onExit"] = "bye"
+    result = run(wt, tmp_path / "state")
+    assert result.phase == status
+    assert result.nodes[-1].name.endswith(".onExit") and result.nodes[-1].phase == "Succeeded"
+    got_status, failures = seen.read_text().split("|", 1)
+    assert got_status == status
+    assert [f["displayName"] for f in json.loads(failures)] == (["a"] if fail else [])
+
+
+def test_a_failing_exit_handler_fails_the_workflow(tmp_path: Path) -> None:
+    wt = workflow(
+        {"work": py("pass"), "bye": py("raise SystemExit(3)")}, [{"name": "a", "template": "work"}]
+    )
+    wt["spec"]["onExit"] = "bye"
+    result = run(wt, tmp_path / "state")
+    assert result.phase == "Failed"
+    assert result.nodes[-1].phase == "Failed"

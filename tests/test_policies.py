@@ -237,7 +237,7 @@ def step_pod(wt: Obj, step: str = "stage", *, queue: str = RESEARCH.queue) -> Ob
     }
 
 
-STEPS = ["stage", "split", "evaluate", "infer"]
+STEPS = ["stage", "split", "evaluate", "infer", "lineage-exit"]
 
 
 # ---- admitted ------------------------------------------------------------------------------
@@ -251,6 +251,22 @@ def test_the_reference_pipeline_is_admitted(workflow: Obj) -> None:
         assert admit(gang_pod(job, task)) == []
     for step in STEPS:
         assert admit(step_pod(workflow, step)) == []
+
+
+def test_the_lineage_follower_of_every_team_is_admitted() -> None:
+    """`gangway lineage sync --follow` runs in each team namespace under its policies."""
+    from gangway.render.lineage import lineage_followers
+
+    for deployment in lineage_followers(CFG, next(iter(CFG.clusters))):
+        team = next(t for t in TEAMS.values() if t.namespace == deployment["metadata"]["namespace"])
+        template = deployment["spec"]["template"]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "f-1", **template["metadata"]},
+            "spec": template["spec"],
+        }
+        assert admit(pod, team) == [], team.name
 
 
 @pytest.mark.parametrize(("nodes", "gpus"), [(1, 64), (4, 8), (12, 8), (2, 48)], ids=str)

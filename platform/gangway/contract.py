@@ -20,6 +20,7 @@ from __future__ import annotations
 
 __all__ = [
     "ENV_EXIT_DIR",
+    "ENV_LINEAGE_REPLAY",
     "ENV_LINEAGE_SPOOL",
     "ENV_OUTPUTS",
     "ENV_PIPELINE",
@@ -85,6 +86,10 @@ ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_PIPELINE = "GANGWAY_PIPELINE"
 ENV_WORKFLOW_PARAMS = "GANGWAY_WORKFLOW_PARAMS"
 ENV_LINEAGE_SPOOL = "GANGWAY_LINEAGE_SPOOL"
+ENV_LINEAGE_REPLAY = "GANGWAY_LINEAGE_REPLAY"
+"""``later`` (what pipelines set): a step only spools its lineage and exits; ``gangway run``,
+the workflow's exit handler and ``gangway lineage sync --follow`` send it to MLflow. Unset (a
+step run by hand): the step sends it itself before it exits."""
 ENV_STEP = "GANGWAY_STEP"
 ENV_OUTPUTS = "GANGWAY_OUTPUTS"
 ENV_EXIT_DIR = "GANGWAY_EXIT_DIR"
@@ -113,6 +118,7 @@ STEP_ENV: dict[str, str] = {
     WORKFLOW_IDENTITY_ENV["git_sha"]: "{{workflow.parameters.git-sha}}",
     WORKFLOW_IDENTITY_ENV["image"]: "{{workflow.parameters.image}}",
     ENV_LINEAGE_SPOOL: LINEAGE_SPOOL,
+    ENV_LINEAGE_REPLAY: "later",
 }
 """The environment every step receives, as Argo placeholders (in this order)."""
 

@@ -28,6 +28,8 @@ __all__ = [
     "controller_configmap",
     "controller_links",
     "experiment_id",
+    "record_filter",
+    "record_link",
     "workflow_runs_url",
 ]
 
@@ -116,3 +118,57 @@ def experiment_id(mlflow_url: str, pipeline: str, *, create: bool) -> str | None
         return ensure_experiment(client, pipeline)
     exp = client.get_experiment_by_name(pipeline)
     return None if exp is None else str(exp.experiment_id)
+
+
+def record_filter(key: str) -> str:
+    """The MLflow search filter selecting the run of one step attempt (its record key)."""
+    return f"tags.`{tag('record')}` = '{key}'"
+
+
+def record_link(tracking_uri: str, pipeline: str, key: str, timeout: float = 3.0) -> str:
+    """A link to a step attempt's MLflow run that works before the run exists: the pipeline's
+    experiment searched by the attempt's record key (the replay tags the run with it).
+
+    For an http(s) tracking server the experiment's id is read (or the experiment created)
+    through MLflow's REST API — a few milliseconds, no MLflow client import; a server that does
+    not answer gives "" (the record stays spooled; the link is a nicety). For a local store the
+    link is the search filter itself, for the MLflow UI's search box.
+    """
+    if not tracking_uri.startswith(("http://", "https://")):
+        return record_filter(key)
+    try:
+        exp = _experiment_by_rest(tracking_uri.rstrip("/"), pipeline, timeout)
+    except (OSError, ValueError, KeyError):
+        return ""
+    query = quote(record_filter(key), safe="")
+    return f"{tracking_uri.rstrip('/')}/#/experiments/{exp}/runs?searchFilter={query}"
+
+
+def _experiment_by_rest(base: str, name: str, timeout: float) -> str:
+    import json
+    import urllib.error
+    import urllib.request
+
+    api = f"{base}/api/2.0/mlflow/experiments"
+
+    def get() -> str:
+        url = f"{api}/get-by-name?experiment_name={quote(name, safe='')}"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return str(json.load(r)["experiment"]["experiment_id"])
+
+    try:
+        return get()
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise
+    body = json.dumps({"name": name}).encode()
+    req = urllib.request.Request(
+        f"{api}/create", data=body, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return str(json.load(r)["experiment_id"])
+    except urllib.error.HTTPError as e:  # created meanwhile by another step
+        if e.code != 400:
+            raise
+        return get()

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hera.workflows import Container, EmptyDirVolume, Parameter, Resource, WorkflowTemplate
 from hera.workflows import models as m
 
+from gangway.caching import CACHE_ANNOTATION, CACHE_CONFIGMAP, Cache, fingerprint, memoize_key
 from gangway.config import PlatformConfig
 from gangway.contract import (
     OUT_DIR,
@@ -51,6 +53,9 @@ __all__ = [
 ]
 
 RUN_URL_OUTPUT = "mlflow_run_url"
+EXIT_HANDLER = "lineage-exit"
+"""Every pipeline's ``onExit`` template: :mod:`gangway.lineage.close` sends the workflow's
+spooled lineage to MLflow and closes its parent run, so lineage is complete when it ends."""
 SERVICE_ACCOUNT = "gangway-runner"
 RUN_AS_USER = 1000
 REQUESTS: Mapping[str, str] = {"cpu": "1", "memory": "2Gi"}
@@ -180,9 +185,17 @@ def pipeline(
         QUEUE_LABEL: queue or defaults.queue,
         PIPELINE_LABEL: name,
     }
+    exit_handler = step(
+        EXIT_HANDLER,
+        module="gangway.lineage.close",
+        args=["{{workflow.status}}"],
+        requests={"cpu": "250m", "memory": "512Mi"},
+    )
     return WorkflowTemplate(
         name=name,
         entrypoint="main",
+        on_exit=EXIT_HANDLER,
+        templates=[exit_handler],
         labels=labels,
         annotations=annotations,
         workflow_metadata=m.WorkflowMetadata(labels=labels),
@@ -255,14 +268,21 @@ def step(
     outputs: Sequence[str] = (),
     kind: StepKind = "io",
     requests: Mapping[str, str] | None = None,
+    cache: Cache | None = None,
+    cache_roles: Mapping[str, str] | None = None,
 ) -> Container:
     """A container step: ``python -m MODULE ARGS`` with the platform's defaults.
 
     ``inputs`` are the template's input parameters (use them in ``args`` as
     ``{{inputs.parameters.NAME}}``); each of ``outputs`` is read from ``/gangway/out/NAME``.
+    ``cache`` makes it cacheable (:mod:`gangway.caching`); ``cache_roles`` says which flags
+    are ``read`` (their data keyed by content) or ``place`` (not keyed).
     """
     _check_module(name, module)
     req = dict(requests or REQUESTS)
+    memo: dict[str, Any] = {}
+    if cache is not None:
+        memo = _memoize(name, ["python", "-m", module], list(args), cache, cache_roles or {})
     return Container(
         name=name,
         image="{{workflow.parameters.image}}",
@@ -275,7 +295,32 @@ def step(
         security_context=_container_security(),
         volumes=[EmptyDirVolume(name="scratch", mount_path=SCRATCH)],
         retry_strategy=retry_strategy(kind),
+        **memo,
     )
+
+
+def _memoize(
+    name: str, command: list[str], args: list[str], cache: Cache, roles: Mapping[str, str]
+) -> dict[str, Any]:
+    """Argo's ``memoize`` for a cacheable step, and the annotation that tells ``gangway run``
+    how the step keys its arguments (``roles``: flag → ``read`` or ``place``)."""
+    import json
+
+    fp = fingerprint(command, args)
+    places = [f for f, r in roles.items() if r == "place"]
+    how = {
+        "fingerprint": fp,
+        "reads": sorted(f for f, r in roles.items() if r == "read"),
+        "places": sorted(places),
+    }
+    return {
+        "memoize": m.Memoize(
+            key=memoize_key(name, args, places, fp),
+            max_age=cache.max_age,
+            cache=m.Cache(config_map=m.LocalObjectReference(name=CACHE_CONFIGMAP)),
+        ),
+        "annotations": {CACHE_ANNOTATION: json.dumps(how, sort_keys=True)},
+    }
 
 
 def _trainer(

@@ -1,14 +1,19 @@
 """A step's lineage, recorded as it works and written to MLflow when it ends.
 
 A step opens a :class:`StepTracker` and records params, metrics, its dataset, the checkpoints
-it writes or reads, a model to register and its outputs. The record goes to the spool first
+it writes or reads, a model to register and its outputs. The record goes to the spool
 (shared storage, ``GANGWAY_LINEAGE_SPOOL``; training spools again at every checkpoint, so even
-a SIGKILLed attempt leaves its checkpoints behind) and is then replayed into MLflow together
-with anything earlier steps could not send. MLflow is imported on a background thread as soon
-as the tracker opens, so the ~2 s import overlaps with the step's own work.
+a SIGKILLed attempt leaves its checkpoints behind).
 
-If MLflow cannot be reached the step still succeeds and says so on stderr: lineage must never
-fail the work it describes. The next step — or ``gangway lineage sync`` — sends it later.
+In a pipeline (``GANGWAY_LINEAGE_REPLAY=later``) that is all a step does: importing the MLflow
+client and replaying cost seconds, more than a short step's own work, so the replay happens
+elsewhere — in ``gangway run`` as steps end, and on a cluster in the workflow's exit handler and
+the namespace's ``gangway lineage sync --follow``. The step's ``mlflow_run_url`` output is a
+search link by its record key (:func:`gangway.links.record_link`), valid before the run exists.
+
+Run by hand (the variable unset), a step replays the spool itself before it exits, importing
+MLflow on a background thread as soon as the tracker opens. If MLflow cannot be reached the
+step still succeeds and says so on stderr: lineage must never fail the work it describes.
 
 Environment read: the step environment of :mod:`gangway.contract` — ``MLFLOW_TRACKING_URI``
 (tracking is off without it), the workflow's identity and parameters, ``GANGWAY_STEP``,
@@ -28,6 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from gangway.contract import (
+    ENV_LINEAGE_REPLAY,
     ENV_LINEAGE_SPOOL,
     ENV_OUTPUTS,
     ENV_STEP,
@@ -67,6 +73,8 @@ class StepTracker:
         self.record = StepRecord(workflow=wf, step=step or env.get(ENV_STEP, "step"), node=node)
         self.spool = Spool(env.get(ENV_LINEAGE_SPOOL) or default_spool(wf.uid))
         self.outputs_dir = env.get(ENV_OUTPUTS, "")
+        self.replay_here = env.get(ENV_LINEAGE_REPLAY, "") != "later"
+        """Whether this step sends its lineage to MLflow itself (run by hand)."""
         self.run_id: str | None = None
         self.url: str | None = None
         self._import: threading.Thread | None = None
@@ -123,7 +131,7 @@ class StepTracker:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def __enter__(self) -> StepTracker:
-        if self.enabled:
+        if self.enabled and self.replay_here:
             self._import = threading.Thread(target=_import_mlflow, daemon=True)
             self._import.start()
             # Spooled at once: an attempt killed outright is still recorded (closed as KILLED
@@ -143,12 +151,20 @@ class StepTracker:
         self.flush(status)
 
     def flush(self, status: str = "FINISHED") -> None:
-        """Close the record with ``status``, spool it, and send all that MLflow lacks."""
+        """Close the record with ``status`` and spool it; run by hand, also send all that
+        MLflow lacks."""
         if not self.enabled:
             return
         self.record.status = status  # type: ignore[assignment]
         self.record.end_ms = now_ms()
         self.save()
+        if not self.replay_here:
+            from gangway.links import record_link
+
+            self._write_output(
+                record_link(self.uri, self.record.workflow.pipeline, self.record.key)
+            )
+            return
         if self._import is not None:
             self._import.join()
         report: SyncReport | None = None
@@ -169,7 +185,7 @@ class StepTracker:
             )
 
     def _write_output(self, url: str) -> None:
-        if self.outputs_dir:
+        if self.outputs_dir and url:
             out = Path(self.outputs_dir)
             out.mkdir(parents=True, exist_ok=True)
             (out / "mlflow_run_url").write_text(url)
@@ -197,15 +213,15 @@ def record_workflow(
     everything stays spooled for ``gangway lineage sync``, which closes the parent run later.
     """
     spool = Spool(spool_root)
-    record = StepRecord(
-        kind="workflow",
-        workflow=workflow,
-        step="workflow",
-        status=status,
-        end_ms=None if status == "RUNNING" else now_ms(),
-        tags={tag("phase"): phase} if phase else {},
-    )
     try:
+        # One record per workflow, revised in place: the exit handler, `gangway run` and
+        # `gangway retry` all write the same one.
+        found = [r for r, _ in spool.records() if r.kind == "workflow"]
+        record = found[0] if found else StepRecord(kind="workflow", workflow=workflow)
+        record.step, record.workflow, record.status = "workflow", workflow, status
+        record.end_ms = None if status == "RUNNING" else now_ms()
+        if phase:
+            record.tags[tag("phase")] = phase
         if status != "RUNNING":
             spool.close_running()
         spool.write(record)

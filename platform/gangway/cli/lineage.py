@@ -43,6 +43,21 @@ def lineage_cmd(
         Path,
         typer.Option(help="without --tracking-uri: use the MLflow store of local runs here"),
     ] = Path(".gangway"),
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="sync: keep going, a pass every --interval seconds, until stopped (SIGTERM, "
+            "Ctrl-C); what runs in each team namespace on a cluster",
+        ),
+    ] = False,
+    interval: Annotated[
+        float, typer.Option(min=0.1, help="sync --follow: seconds between passes")
+    ] = 30.0,
+    namespace: Annotated[
+        str | None,
+        typer.Option(help="sync: only the spools of workflows that ran in this namespace"),
+    ] = None,
 ) -> None:
     """Show where a model, run, workflow or dataset came from and what came of it.
 
@@ -50,17 +65,23 @@ def lineage_cmd(
     registered versions, inference runs and their outputs. Reads the MLflow tracking store
     that steps record to (see docs/lineage.md).
 
-    `gangway lineage sync --spool URI` replays lineage that steps spooled while MLflow was
-    unreachable; it is idempotent, so running it twice adds nothing.
+    `gangway lineage sync --spool URI` sends lineage that steps spooled (a pipeline's steps
+    only spool; `gangway run` and the workflow's exit handler send it); it is idempotent, so
+    running it twice adds nothing. With --follow it keeps sending what new workflows spool.
     """
     if ref != "sync":
         from gangway.lineage.query import parse_ref
 
         parse_ref(ref)  # a typo is reported before any store is looked for
+        if follow or namespace:
+            raise PermanentError("--follow and --namespace go with `gangway lineage sync`")
     tracking_uri = tracking_uri or _local_store(state_dir)
+    if ref == "sync" and follow:
+        _follow(tracking_uri, spool or [], interval, namespace)
+        return
     check_reachable(tracking_uri, create=ref == "sync")
     if ref == "sync":
-        _sync(tracking_uri, spool or [])
+        _sync(tracking_uri, spool or [], namespace)
         return
     from mlflow.tracking import MlflowClient
 
@@ -152,29 +173,27 @@ def _is_mlflow_db(path: Path) -> bool:
     return {"alembic_version", "runs", "experiments"} <= names
 
 
-def _sync(tracking_uri: str, spools: list[str]) -> None:
-    from gangway.lineage import sync
-    from gangway.lineage.spool import Spool, find_spools
-
+def _need_spools(spools: list[str]) -> None:
     if not spools:
         raise PermanentError(
             "sync needs --spool URI: a workflow's spool ({storage-root}/runs/UID/lineage), "
             "or a storage root to sync every run under it"
         )
+
+
+def _sync(tracking_uri: str, spools: list[str], namespace: str | None = None) -> None:
+    from gangway.lineage.follow import follow_pass
+    from gangway.lineage.spool import find_spools
+
+    _need_spools(spools)
     roots = [s for given in spools for s in find_spools(given)]
     if not roots:
         raise PermanentError(f"no lineage records under {', '.join(spools)}")
-    sent = left = 0
-    unreadable: dict[str, str] = {}
-    for root in roots:
-        spool_ = Spool(root)
-        report = sync(spool_, tracking_uri)
-        sent += len(report.runs)
-        left += len(report.pending)
-        unreadable.update(spool_.bad)
-        if report.error:
-            err_console.print(f"[yellow]{root}: {report.error}[/]", highlight=False)
-    console.print(f"sent {sent} record(s) from {len(roots)} spool(s); {left} still pending")
+    done = follow_pass(roots, tracking_uri, namespace=namespace, done=set())
+    sent, left, unreadable = done.sent, done.pending, done.unreadable
+    for root, why in done.errors.items():
+        err_console.print(f"[yellow]{root}: {why}[/]", highlight=False)
+    console.print(f"sent {sent} record(s) from {done.spools} spool(s); {left} still pending")
     if unreadable:
         raise PermanentError(
             f"{len(unreadable)} spooled record(s) are unreadable and were not sent:\n"
@@ -183,3 +202,41 @@ def _sync(tracking_uri: str, spools: list[str]) -> None:
         )
     if left:
         raise TransientError(f"{left} record(s) still pending; run `gangway lineage sync` again")
+
+
+def _follow(tracking_uri: str, spools: list[str], interval: float, namespace: str | None) -> None:
+    """``sync --follow``: pass after pass until SIGTERM or Ctrl-C (then exit 0). A server or
+    storage that is down is reported and tried again on the next pass."""
+    import signal
+    import threading
+    import time
+
+    from gangway.lineage.follow import FollowPass, follow
+
+    _need_spools(spools)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda n, f: stop.set())
+    where = ", ".join(spools) + (f" (namespace {namespace})" if namespace else "")
+    console.print(
+        f"following {where} → {tracking_uri}, a pass every {interval:g}s", highlight=False
+    )
+
+    told: set[str] = set()
+
+    def report(p: FollowPass) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        for uri, why in p.unreadable.items():
+            if uri not in told:  # once: it is skipped on every pass until fixed or removed
+                told.add(uri)
+                err_console.print(f"[yellow]{stamp} unreadable, not sent: {uri}: {why}[/]")
+        if p.sent or p.pending:
+            console.print(
+                f"{stamp} sent {p.sent} record(s) from {p.spools} spool(s); {p.pending} pending",
+                highlight=False,
+            )
+        for root, why in p.errors.items():
+            err_console.print(f"[yellow]{stamp} {root}: {why}[/]", highlight=False)
+
+    follow(spools, tracking_uri, interval=interval, stop=stop, namespace=namespace, on_pass=report)
+    console.print("stopped", highlight=False)

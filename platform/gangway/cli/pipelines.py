@@ -61,7 +61,7 @@ def _table(nodes: Sequence[object], title: str) -> Table:
         detail = ", ".join(f"{k}={_short(v)}" for k, v in n.outputs.items()) or n.message
         table.add_row(
             n.name,
-            f"[{style}]{n.phase}[/]",
+            "[cyan]cached[/]" if n.cached else f"[{style}]{n.phase}[/]",
             str(n.attempts or ""),
             f"{n.seconds:.1f}" if n.seconds else "",
             detail,
@@ -94,6 +94,14 @@ def run_cmd(
     state_dir: StateDirOpt = Path(".gangway"),
     parallelism: ParallelismOpt = 1,
     grace: GraceOpt = 30.0,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="run cacheable steps even when an earlier run on the same inputs and data "
+            "left verified outputs (their cache entries are refreshed)",
+        ),
+    ] = False,
 ) -> None:
     """Compile PIPELINE and execute the compiled workflow on this machine.
 
@@ -101,6 +109,9 @@ def run_cmd(
     subprocess, the Volcano Job step as one torchrun per pod on 127.0.0.1, retries by the
     compiled retryStrategy. Storage defaults to file:// under --state-dir. Every -p value is
     checked as it will be substituted before anything runs.
+
+    A cacheable step (staging, evaluation) that ran before on the same inputs and the same
+    data is not run again: its outputs are reused once verified, and it shows as `cached`.
 
     Ctrl-C (or SIGTERM) stops it cleanly: every step and pod gets SIGTERM (training saves a
     checkpoint), whatever is left after --grace-period is killed, the MLflow runs are closed,
@@ -121,6 +132,7 @@ def run_cmd(
             grace=grace,
             watch=live.watch(),
             check=check,
+            use_cache=not no_cache,
         )
     _report(finished)
 

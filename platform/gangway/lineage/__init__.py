@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, unquote
 
 from gangway.lineage.records import StepRecord
@@ -69,12 +70,23 @@ def sync(spool: Spool, tracking_uri: str, *, always: Collection[str] = ()) -> Sy
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # after import: it sets its own
     # MLflow resolves `models:/…` sources (model versions of logged models) through the
-    # process-wide tracking URI, not the client's: point it at the same store.
+    # process-wide tracking URI, not the client's: point it at the same store — and put the
+    # environment back after (set_tracking_uri exports it to every later subprocess).
+    before = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(tracking_uri)
+    try:
+        return _replay_all(MlflowClient(tracking_uri=tracking_uri), tracking_uri, spool, todo)
+    finally:
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
 
+
+def _replay_all(client: Any, tracking_uri: str, spool: Spool, todo: list[StepRecord]) -> SyncReport:
     from gangway.lineage.replay import SyncIds, replay
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    report = SyncReport()
     ids = SyncIds()
     for i, rec in enumerate(todo):
         try:

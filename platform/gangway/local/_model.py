@@ -38,6 +38,8 @@ class NodeResult:
     message: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
     log: Path | None = None
+    cached: bool = False
+    """Not run: its outputs came from a verified cache entry (:mod:`gangway.caching`)."""
 
 
 @dataclass

@@ -9,8 +9,11 @@
    parallelism — each node with the retries its ``retryStrategy`` allows
    (:func:`gangway.retries.next_retry`), each attempt by the runner of its template's kind
    (:mod:`~gangway.local._container`, :mod:`~gangway.local._resource`);
-4. what never ran is Omitted, with why; no process outlives the run;
-5. the :class:`RunResult` says what happened — a failing step or an error found mid-run is a
+4. what never ran is Omitted, with why;
+5. the workflow's exit handler (``spec.onExit``) runs, with ``workflow.status`` and
+   ``workflow.failures`` (not after an interrupt: nothing new starts then); no process
+   outlives the run;
+6. the :class:`RunResult` says what happened — a failing step or an error found mid-run is a
    result, never an exception.
 
 What the executor cannot run is refused before anything runs (:mod:`gangway.local.validation`).
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gangway import caching
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
 from gangway.argo.scope import (
@@ -39,10 +43,12 @@ from gangway.argo.scope import (
     workflow_scope,
 )
 from gangway.argo.substitution import substitute
-from gangway.errors import GangwayError, PermanentError
+from gangway.errors import GangwayError
 from gangway.local._attempt import Attempt, RunContext, safe_name
+from gangway.local._cache import NodeKey, node_key
 from gangway.local._clock import SYSTEM_CLOCK, Clock
 from gangway.local._container import run_container
+from gangway.local._inputs import task_items, template_inputs
 from gangway.local._model import NodeResult, Outcome, RunResult
 from gangway.local._processes import ProcessGroups
 from gangway.local._resource import run_resource
@@ -91,16 +97,22 @@ class LocalExecutor:
         env: Mapping[str, str] | None = None,
         previous: Mapping[str, NodeResult] | None = None,
         grace: float = 30.0,
+        use_cache: bool = True,
     ) -> None:
         """``previous``: the nodes of an earlier run of this workflow (``gangway retry``); those
         that succeeded are not run again, their recorded outputs are used. ``grace``: seconds
-        between SIGTERM and SIGKILL when a step, a gang pod or the whole run is stopped."""
+        between SIGTERM and SIGKILL when a step, a gang pod or the whole run is stopped.
+        ``use_cache``: a ``memoize`` step whose key has a verified entry in
+        ``state_dir/cache`` is not run (:mod:`gangway.caching`); without it every step runs
+        (and refreshes its entry)."""
         check_supported(workflow)
         self.wf = workflow
         self.spec: dict[str, Any] = dict(workflow["spec"])
         self.name = str(workflow["metadata"]["name"])
         self.uid = str(workflow["metadata"]["uid"])
         self.root = state_dir.resolve() / "runs" / self.name
+        self.state_dir = state_dir.resolve()
+        self.use_cache = use_cache
         self.on_event = on_event or (lambda n: None)
         self.clock = clock
         self.templates = {t["name"]: t for t in self.spec.get("templates", [])}
@@ -108,6 +120,8 @@ class LocalExecutor:
         self.nodes: list[NodeResult] = []
         self.previous = {n: r for n, r in (previous or {}).items() if r.phase == "Succeeded"}
         self.procs = ProcessGroups(f"{self.uid}.{secrets.token_hex(3)}")
+        self._status: dict[str, str] = {}
+        """``workflow.status`` and ``workflow.failures``, once the DAG has ended."""
         self._lock = threading.Lock()
         self.ctx = RunContext(
             procs=self.procs,
@@ -142,12 +156,13 @@ class LocalExecutor:
             why = f"not run: interrupted ({signal.Signals(self.procs.stopping).name})"
         for name in dag.pending:
             self._omit(dag.tasks[name], why)
+        exit_ok = self._exit_handler(dag)  # 5.
         survivors = self.procs.close()
         stopped = self.procs.stopping is not None
-        return RunResult(  # 5.
+        return RunResult(  # 6.
             self.name,
             self.uid,
-            "Failed" if dag.failed or stopped else "Succeeded",
+            "Failed" if dag.failed or stopped or not exit_ok else "Succeeded",
             self.nodes,
             dict(self.params),
             self.root,
@@ -211,7 +226,7 @@ class LocalExecutor:
                 skipped.message = f"when: {cond} is false"
                 self._record(skipped)
                 return "Skipped"
-        items = _items(task, scope)
+        items = task_items(task, scope)
         if items is None:
             node = self._run_node(task, name, scope)
             dag.outputs[name] = node.outputs
@@ -233,7 +248,7 @@ class LocalExecutor:
         return "Succeeded" if ok else "Failed"
 
     def _workflow_scope(self) -> dict[str, str]:
-        return workflow_scope(
+        scope = workflow_scope(
             name=self.name,
             uid=self.uid,
             namespace="local",
@@ -241,6 +256,31 @@ class LocalExecutor:
             labels=self.wf["metadata"].get("labels") or {},
             service_account=str(self.spec.get("serviceAccountName", "")),
         )
+        return {**scope, **self._status}
+
+    def _exit_handler(self, dag: _Dag) -> bool:
+        """Run ``spec.onExit`` as Argo does once the DAG has ended (node ``NAME.onExit``);
+        False when it did not succeed (the workflow then fails)."""
+        template = self.spec.get("onExit")
+        if not template:
+            return True
+        task = {"name": f"{self.name}.onExit", "template": template}
+        if self.procs.stopping is not None:
+            self._omit(task, "not run: interrupted")
+            return True
+        failures = [
+            {
+                "displayName": n.name,
+                "message": n.message,
+                "templateName": n.template,
+                "phase": n.phase,
+            }
+            for n in self.nodes
+            if n.phase in ("Failed", "Error")
+        ]
+        status = "Error" if dag.error else "Failed" if dag.failed else "Succeeded"
+        self._status = {"workflow.status": status, "workflow.failures": json.dumps(failures)}
+        return self._guarded(dag, task) == "Succeeded"
 
     # ---- one node, with retries ----------------------------------------------------------
 
@@ -251,7 +291,14 @@ class LocalExecutor:
         if node_name in self.previous:  # `gangway retry`: done before, keep what it produced
             return self._kept(node_name, self.previous[node_name])
         node = NodeResult(node_name, str(task["name"]), str(template["name"]), phase="Running")
-        tscope = {**self._workflow_scope(), **inputs_scope(_inputs(task, template, scope, node))}
+        tscope = {
+            **self._workflow_scope(),
+            **inputs_scope(template_inputs(task, template, scope, node)),
+        }
+        key = node_key(template, tscope, f"task {node_name}")
+        if key is not None and self._from_cache(node, key):
+            return node
+        note = node.message  # why the cache was not used, if it says
         strategy = dict(template.get("retryStrategy") or {})
         limit = substitute(str(strategy.get("limit", 0)), tscope, where="retryStrategy.limit")
         strategy["limit"] = int(limit)
@@ -280,8 +327,28 @@ class LocalExecutor:
             self.clock.sleep(delay)
         node.phase = status
         node.seconds = round(self.clock.now() - started, 2)
+        if note:
+            node.message = f"{note}; {node.message}" if node.message else note
+        if key is not None and status == "Succeeded":
+            caching.save(self.state_dir, node.template, key[0], node.outputs, self.name)
         self._record(node)
         return node
+
+    def _from_cache(self, node: NodeResult, key: NodeKey) -> bool:
+        """Take ``node``'s outputs from a verified cache entry (True), or say why none was
+        used and let it run (False)."""
+        if not self.use_cache:
+            node.message = "cache skipped (--no-cache)"
+            return False
+        entry, why = caching.lookup(self.state_dir, node.template, *key)
+        if entry is None:
+            if why != "no entry":  # data deleted or changed, too old: worth saying
+                node.message = f"cache entry not used: {why}"
+            return False
+        node.phase, node.cached, node.outputs = "Succeeded", True, dict(entry.outputs)
+        node.message = f"cached: outputs of {entry.run} (key {key[0][:12]})"
+        self._record(node)
+        return True
 
     def _kept(self, node_name: str, done: NodeResult) -> NodeResult:
         kept = NodeResult(node_name, done.task, done.template, "Succeeded", done.attempts)
@@ -322,42 +389,3 @@ class LocalExecutor:
         """A running node has news."""
         with self._lock:
             self.on_event(node)
-
-
-def _items(task: Mapping[str, Any], scope: Mapping[str, str]) -> list[Any] | None:
-    """The items a task fans out over (``withItems``, ``withParam``), or None."""
-    if "withItems" in task:
-        return list(task["withItems"])
-    if "withParam" not in task:
-        return None
-    where = f"task {task['name']}"
-    raw = substitute(str(task["withParam"]), scope, where=f"{where}.withParam")
-    try:
-        items = json.loads(raw)
-    except ValueError:
-        raise PermanentError(f"{where}: withParam is not a JSON list: {raw[:200]}") from None
-    if not isinstance(items, list):
-        raise PermanentError(f"{where}: withParam must be a JSON list, got {raw[:200]}")
-    return items
-
-
-def _inputs(
-    task: Mapping[str, Any],
-    template: Mapping[str, Any],
-    scope: Mapping[str, str],
-    node: NodeResult,
-) -> dict[str, str]:
-    """The template's input parameters: the task's arguments, else their defaults."""
-    args = {
-        p["name"]: substitute(str(p.get("value", "")), scope, where=f"task {node.name}")
-        for p in (task.get("arguments") or {}).get("parameters", [])
-    }
-    inputs: dict[str, str] = {}
-    for p in (template.get("inputs") or {}).get("parameters", []):
-        if p["name"] in args:
-            inputs[p["name"]] = args[p["name"]]
-        elif "value" in p or "default" in p:
-            inputs[p["name"]] = str(p.get("value", p.get("default")))
-        else:
-            raise PermanentError(f"task {node.name}: input parameter {p['name']!r} has no value")
-    return inputs

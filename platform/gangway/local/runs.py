@@ -212,6 +212,7 @@ def executor(
     parallelism: int = 1,
     grace: float = 30.0,
     on_event: Callable[[NodeResult], None] | None = None,
+    use_cache: bool = True,
 ) -> LocalExecutor:
     """The executor for ``run``; every node that ends is recorded for ``gangway retry``."""
     paths = (run.saved.env.get("PYTHONPATH"), os.environ.get("PYTHONPATH"))
@@ -222,6 +223,7 @@ def executor(
         env={**run.saved.env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)},
         previous=run.previous,
         grace=grace,
+        use_cache=use_cache,
     )
     save_nodes(run.state_dir, run.name, run.previous.values(), "Running")
 

@@ -4,8 +4,9 @@ a notebook may print, or show nothing).
 
 :func:`execute` is what both do once the run is recorded (:mod:`gangway.local.runs`): hold
 the run alone, reopen its MLflow parent run when retrying, execute it with the stop signals
-(Ctrl-C, SIGTERM, SIGHUP) stopping it cleanly, then record its end — even when a signal comes
-while that is written.
+(Ctrl-C, SIGTERM, SIGHUP) stopping it cleanly — sending the steps' spooled lineage to MLflow in
+the background as each step ends (:class:`~gangway.lineage.follow.Replayer`) — then record its
+end, even when a signal comes while that is written.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gangway.lineage.follow import Replayer
 from gangway.local._model import NodeResult, RunResult
 from gangway.local.executor import LocalExecutor
 from gangway.local.runs import (
@@ -121,15 +123,17 @@ def run_pipeline(
     grace: float = 30.0,
     watch: Watch | None = None,
     check: ValuesCheck | None = None,
+    use_cache: bool = True,
 ) -> Finished:
     """Compile ``pipeline`` and run the Workflow a cluster would run, here: ``values``
     override its parameters; storage and MLflow default to ``state_dir``.
 
     ``check`` may refuse the values first, as they will be substituted (``gangway run`` gives
     :func:`gangway.lint.values.values_check`). Without it, a value that would rewrite a
-    resource manifest is still refused when that step is about to run."""
+    resource manifest is still refused when that step is about to run. ``use_cache=False``
+    runs cacheable steps even when a verified entry exists (:mod:`gangway.caching`)."""
     run = prepare_run(pipeline, values or {}, state_dir, check=check)
-    return execute(run, parallelism=parallelism, grace=grace, watch=watch)
+    return execute(run, parallelism=parallelism, grace=grace, watch=watch, use_cache=use_cache)
 
 
 def retry_pipeline(
@@ -147,7 +151,12 @@ def retry_pipeline(
 
 
 def execute(
-    run: LocalRun, *, parallelism: int = 1, grace: float = 30.0, watch: Watch | None = None
+    run: LocalRun,
+    *,
+    parallelism: int = 1,
+    grace: float = 30.0,
+    watch: Watch | None = None,
+    use_cache: bool = True,
 ) -> Finished:
     """Run a recorded run alone to its end and record that end (see the module docstring)."""
     watch = watch or Watch()
@@ -157,15 +166,30 @@ def execute(
                 f"killed {len(leftovers)} process(es) an earlier attempt of {run.name} left "
                 "running (its gangway was killed outright)"
             )
-        ex = executor(run, parallelism=parallelism, grace=grace, on_event=watch.on_event)
+        tracking = run.parameters.get("mlflow-tracking-uri", "")
+        replayer = Replayer(run.spool, tracking) if tracking else None
+
+        def on_event(node: NodeResult) -> None:
+            if replayer is not None and node.phase not in ("Running", "Pending"):
+                replayer.poke()  # steps only spool: their lineage goes to MLflow from here
+            if watch.on_event is not None:
+                watch.on_event(node)
+
+        ex = executor(
+            run, parallelism=parallelism, grace=grace, on_event=on_event, use_cache=use_cache
+        )
         if watch.on_start is not None:
             watch.on_start(ex)
         if run.retried:
             reopened = reopen_run(run)
             if reopened is not None and reopened.error:
                 watch.notify(f"MLflow not told of the retry yet: {reopened.error}")
-        with stop_signals(ex.interrupt):
-            result = ex.run()
+        try:
+            with stop_signals(ex.interrupt):
+                result = ex.run()
+        finally:
+            if replayer is not None:
+                replayer.close()
         with stop_signals(_Closing(watch.notify)):
             lineage = close_run(run, result)
     return Finished(run, result, lineage, leftovers)

@@ -19,7 +19,7 @@ from gangway.retries import RETRY_POLICIES, duration_seconds
 
 __all__ = ["JSON_PATH", "check_supported", "task_dependencies", "unsupported"]
 
-UNSUPPORTED_SPEC = ("onExit", "hooks", "volumeClaimTemplates", "templateDefaults")
+UNSUPPORTED_SPEC = ("hooks", "volumeClaimTemplates", "templateDefaults")
 """``synchronization`` (a team's semaphore) is not among them: a local run is one workflow,
 alone on this machine, so its semaphores and mutexes are always free."""
 UNSUPPORTED_TEMPLATE = (
@@ -32,7 +32,6 @@ UNSUPPORTED_TEMPLATE = (
     "sidecars",
     "initContainers",
     "daemon",
-    "memoize",
     "synchronization",
 )
 UNSUPPORTED_TASK = ("templateRef", "withSequence", "continueOn", "hooks", "onExit", "inline")
@@ -69,6 +68,9 @@ def unsupported(workflow: Mapping[str, Any]) -> list[str]:
         return [*found, f"spec.entrypoint {entry!r} names no template"]
     if "dag" not in templates[entry]:
         return [*found, f"the entrypoint {entry!r} must be a DAG template"]
+    exit_handler = spec.get("onExit")
+    if exit_handler and exit_handler not in templates:
+        found.append(f"spec.onExit {exit_handler!r} names no template")
     index = list(templates).index(entry)
     return found + _tasks(templates[entry], f"spec.templates[{index}].dag", templates)
 

@@ -4,8 +4,9 @@ kustomize — a base every cluster shares and an overlay per cluster.
     base/              priority classes, Volcano queues and scheduler configuration, team
                        namespaces with service accounts, RBAC and semaphores, admission
                        policies, the MLflow tracking server
-    overlays/NAME/     the base plus the cluster's topology (HyperNodes or their discovery)
-                       and its Argo workflow-controller configuration
+    overlays/NAME/     the base plus the cluster's topology (HyperNodes or their discovery),
+                       its Argo workflow-controller configuration and, per team namespace,
+                       the lineage follower (``gangway lineage sync --follow``)
 
 ``kubectl apply -k manifests/overlays/NAME`` installs one cluster. :func:`render` is pure;
 :func:`write` and :func:`differences` are the file I/O of ``gangway manifests render``.
@@ -21,6 +22,7 @@ import yaml
 from gangway.config import PlatformConfig
 from gangway.render.argo import controller_configmap
 from gangway.render.kube import priority_classes, team_objects
+from gangway.render.lineage import lineage_followers
 from gangway.render.mlflow import mlflow_objects
 from gangway.render.policies import policies
 from gangway.render.scheduling import queues, scheduler_configmap, topology
@@ -47,6 +49,7 @@ def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Objects]:
     return {
         "topology.yaml": topology(cfg, name),
         "argo-controller.yaml": [controller_configmap(cfg, name)],
+        "lineage-sync.yaml": lineage_followers(cfg, name),
     }
 
 

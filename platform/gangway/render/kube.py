@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gangway.caching import CACHE_CONFIGMAP
 from gangway.config import PlatformConfig, TeamView
 from gangway.contract import SEMAPHORE_CONFIGMAP, TEAM_LABEL
 from gangway.volcano.job import JOB_API_GROUP, JOB_RESOURCE
@@ -52,7 +53,8 @@ def priority_classes(cfg: PlatformConfig) -> list[dict[str, Any]]:
 
 
 def team_objects(team: TeamView) -> list[dict[str, Any]]:
-    """The team's namespace, service account, Role + RoleBinding and semaphore ConfigMap."""
+    """The team's namespace, service account, Role + RoleBinding, semaphore ConfigMap and
+    step cache ConfigMap."""
     ns = team.namespace
     labels = {TEAM_LABEL: team.name}
     meta = {"namespace": ns, "labels": labels}
@@ -89,5 +91,14 @@ def team_objects(team: TeamView) -> list[dict[str, Any]]:
             "kind": "ConfigMap",
             "metadata": {"name": SEMAPHORE_CONFIGMAP, **meta},
             "data": {team.name: str(team.max_workflows)},
+        },
+        {  # where Argo memoizes cacheable steps; the label lets Argo use it as a cache
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": CACHE_CONFIGMAP,
+                "namespace": ns,
+                "labels": {**labels, "workflows.argoproj.io/configmap-type": "Cache"},
+            },
         },
     ]

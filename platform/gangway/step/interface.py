@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import core_schema
 
+from gangway.caching import Cache, Place, Reads
 from gangway.errors import PermanentError
 
 if TYPE_CHECKING:
@@ -189,6 +190,8 @@ class StepSpec:
     kind: StepKind = "io"
     gang: bool = False
     requests: dict[str, str] | None = field(default=None, compare=False)
+    cache: Cache | None = None
+    """Cacheable (:mod:`gangway.caching`): a run on the same inputs and data reuses outputs."""
 
     def __post_init__(self) -> None:
         taken = [n for n in ("name", "after", "over") if n in self.inputs.model_fields]
@@ -197,6 +200,26 @@ class StepSpec:
                 f"step {self.name!r}: an input may not be called {taken[0]!r} (a keyword of a "
                 "step call: name=, after=, over=); rename it"
             )
+        if self.cache is not None and self.gang:
+            raise PermanentError(
+                f"step {self.name!r}: a gang step cannot be cached (Argo memoizes container "
+                "templates, and a gang is a Volcano Job); drop cache="
+            )
+
+    def cache_roles(self) -> dict[str, str]:
+        """Input field → ``read`` (keyed by the content at its URI), ``place`` (not keyed) or
+        ``value`` (keyed by value)."""
+        roles = {}
+        for name, info in self.inputs.model_fields.items():
+            inner = unwrap_optional(info.annotation)
+            typed = isinstance(inner, type) and issubclass(inner, TypedUri)
+            if any(isinstance(m, Place) for m in info.metadata):
+                roles[name] = "place"
+            elif typed or any(isinstance(m, Reads) for m in info.metadata):
+                roles[name] = "read"
+            else:
+                roles[name] = "value"
+        return roles
 
     def flags(self) -> dict[str, str]:
         """Input field → its command-line flag (placement fields of a gang have none)."""

@@ -303,6 +303,7 @@ def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Ta
     else:
         outs = list(spec.outputs.model_fields)
         args += [a for o in outs for a in (f"{flag_of(o)}-out", f"{OUT_DIR}/{o}")]
+        roles = spec.cache_roles()
         template = step(
             name,
             module=spec.module,
@@ -311,6 +312,8 @@ def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Ta
             outputs=outs,
             kind=spec.kind,
             requests=spec.requests,
+            cache=spec.cache,
+            cache_roles={flags[k]: roles[k] for k in wiring if k in flags},
         )
     arguments = {names[k]: _text(v) for k, v in passed.items()}
     with_param = over.expr if isinstance(over, Ref) else None

@@ -1,0 +1,117 @@
+"""Replaying spooled lineage off the steps' critical path (see :mod:`gangway.tracking`).
+
+* :class:`Replayer` — inside ``gangway run``: a background thread that sends the run's spool
+  to MLflow each time a step ends, so lineage appears as the run goes on while the next step
+  already runs (MLflow is imported once, in ``gangway``, not in every step).
+* :func:`follow` — ``gangway lineage sync --follow``: on a cluster, one per team namespace,
+  sending every workflow's spool under the storage roots, pass after pass, until stopped. It
+  catches up what exit handlers could not send (MLflow down, a workflow deleted mid-run).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gangway.lineage import SyncReport, sync
+from gangway.lineage.spool import Spool, find_spools
+
+__all__ = ["FollowPass", "Replayer", "follow", "follow_pass"]
+
+
+class Replayer:
+    """Sends ``spool`` to ``tracking_uri`` on a background thread whenever :meth:`poke`d,
+    one sync at a time; :meth:`close` waits for the sync under way. Never raises: the last
+    error is kept in :attr:`error` (the run's end syncs again and reports)."""
+
+    def __init__(self, spool: str, tracking_uri: str) -> None:
+        self.spool, self.uri = Spool(spool), tracking_uri
+        self.error: str | None = None
+        self.sent = 0
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._loop, name="lineage-replay", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def close(self, timeout: float | None = None) -> None:
+        self._stop = True
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait()
+            if self._stop:
+                return
+            self._wake.clear()
+            try:
+                report = sync(self.spool, self.uri)
+                self.sent += len(report.runs)
+                self.error = report.error
+            except Exception as e:  # lineage never fails the run; the end reports it
+                self.error = f"{type(e).__name__}: {e}"
+
+
+@dataclass
+class FollowPass:
+    """What one pass of :func:`follow` did."""
+
+    spools: int = 0
+    """Spools looked at (of this namespace, not known to be complete)."""
+    sent: int = 0
+    pending: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+    """Spool → why a sync stopped (MLflow down, a record refused)."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Record URI → why it cannot be read (never sent)."""
+
+
+def follow_pass(
+    roots: Sequence[str], tracking_uri: str, *, namespace: str | None, done: set[str]
+) -> FollowPass:
+    """Sync every spool under ``roots`` once. ``done`` holds spools already complete (their
+    workflow ended and MLflow has every record): skipped, and added to as more complete.
+    ``namespace``: only spools of workflows in it."""
+    out = FollowPass()
+    for root in [s for r in roots for s in find_spools(r)]:
+        if root in done:
+            continue
+        spool = Spool(root)
+        records = spool.records(tracking_uri)
+        if namespace and not any(r.workflow.namespace == namespace for r, _ in records):
+            continue
+        out.spools += 1
+        report: SyncReport = sync(spool, tracking_uri)
+        out.sent += len(report.runs)
+        out.pending += len(report.pending)
+        if report.error:
+            out.errors[root] = report.error
+        out.unreadable.update(spool.bad)
+        ended = any(r.kind == "workflow" and r.status != "RUNNING" for r, _ in records)
+        if ended and not report.pending and not report.error and not spool.bad:
+            done.add(root)
+    return out
+
+
+def follow(
+    roots: Sequence[str],
+    tracking_uri: str,
+    *,
+    interval: float,
+    stop: threading.Event,
+    namespace: str | None = None,
+    on_pass: Callable[[FollowPass], None] = lambda p: None,
+) -> None:
+    """Pass after pass (one every ``interval`` seconds) until ``stop`` is set; a pass that
+    fails (storage unreachable) is reported and the next one tries again."""
+    done: set[str] = set()
+    while not stop.is_set():
+        try:
+            on_pass(follow_pass(roots, tracking_uri, namespace=namespace, done=done))
+        except Exception as e:
+            on_pass(FollowPass(errors={"(pass)": f"{type(e).__name__}: {e}"}))
+        stop.wait(interval)
