@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 import re
 import shutil
 import tempfile
@@ -114,6 +115,7 @@ def save(
     try:
         # Two files per rank, so hashing them for the manifest (and on restore) runs in parallel.
         dcp_save(state, storage_writer=FileSystemWriter(str(stage), thread_count=2))
+        _canonical_metadata(stage / ".metadata")
         (stage / "rng").mkdir()
         buf = io.BytesIO()
         torch.save(_rng_state(), buf)
@@ -141,6 +143,30 @@ def save(
         )
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _canonical_metadata(path: Path) -> None:
+    """Rewrite DCP's ``.metadata`` so that the same state saved twice is the same bytes: drop
+    what it records of one save (its staging path and a random save id, never read when
+    loading) and order the storage index (it follows the order the ranks' writes finished).
+    An unchanged checkpoint then has an unchanged digest, so evaluating it again is a cache
+    hit."""
+    if not path.is_file():  # only the coordinating rank writes it
+        return
+    with path.open("rb") as f:
+        meta = pickle.load(f)
+    if hasattr(meta, "storage_meta"):
+        meta.storage_meta = None
+    data = getattr(meta, "storage_data", None)
+    if isinstance(data, dict):
+        meta.storage_data = dict(
+            sorted(
+                data.items(),
+                key=lambda kv: (kv[0].fqn, tuple(kv[0].offset or ()), kv[0].index or 0),
+            )
+        )
+    with path.open("wb") as f:
+        pickle.dump(meta, f)
 
 
 def load(ckpt: Checkpoint, state: dict[str, Any], cache_dir: Path) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_run_reference_pipeline_end_to_end(tmp_path: Path) -> None:
     """The compiled reference pipeline, executed locally: real staging, a 2-pod torchrun gang,
     evaluation of every checkpoint, and inference over every shard exactly once."""
     state = tmp_path / "state"
-    res = gangway(
+    argv = [
         "run",
         "pipelines/train_eval_infer.py",
         "--state-dir",
@@ -71,8 +72,10 @@ def test_run_reference_pipeline_end_to_end(tmp_path: Path) -> None:
         "shards=3",
         "--parallelism",
         "2",
-    )
+    ]
+    res = gangway(*argv)
     assert res.returncode == 0, res.stdout + res.stderr
+    assert "cached" not in res.stdout
     assert "Succeeded" in res.stdout and "train-eval-infer" in res.stdout
     (run_dir,) = (state / "storage" / "runs").iterdir()
     metrics = json.loads((run_dir / "eval" / "metrics.json").read_text())
@@ -90,6 +93,22 @@ def test_run_reference_pipeline_end_to_end(tmp_path: Path) -> None:
     assert pods == ["master-0.log", "worker-0.log"]
     _check_lineage(f"sqlite:///{state}/mlflow.db", run_dir.name)
     assert f"mlflow ui --backend-store-uri sqlite:///{state}/mlflow.db" in res.stdout
+    # The same run again on the same data: staging is cached, training runs (it is not
+    # cacheable) and writes the very same checkpoints, so their evaluation is cached too.
+    again = gangway(*argv)
+    assert again.returncode == 0, again.stdout + again.stderr
+    nodes = _nodes(state)
+    assert {n["task"] for n in nodes if n["cached"]} == {"stage", "evaluate"}
+    assert again.stdout.count("cached") >= 2
+    new_best = next(n for n in nodes if n["task"] == "evaluate")["outputs"]["best"]
+    assert new_best.startswith(f"file://{run_dir}/checkpoints/")  # the first run's, verified
+
+
+def _nodes(state: Path) -> list[dict[str, Any]]:
+    """The nodes of the newest local run in ``state``."""
+    newest = max((state / "runs").glob("*/nodes.json"), key=lambda p: p.stat().st_mtime)
+    nodes: list[dict[str, Any]] = json.loads(newest.read_text())["nodes"]
+    return nodes
 
 
 def _check_lineage(uri: str, workflow_uid: str) -> None:

@@ -12,6 +12,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 from gangway.lineage.follow import follow_pass
@@ -164,3 +165,24 @@ def test_a_spooled_record_survives_for_later(tmp_path: Path) -> None:
     (rec,) = Spool(env["GANGWAY_LINEAGE_SPOOL"]).pending("http://127.0.0.1:9")
     assert rec.key == t.record.key and rec.status == "FINISHED"
     assert json.loads(rec.to_bytes())["params"] == {"lr": "0.1"}
+
+
+def test_the_exit_handler_closes_the_workflow_and_sends_the_rest(
+    mlflow_server: str, tmp_path: Path, capsys: Any
+) -> None:
+    """`python -m gangway.lineage.close {{workflow.status}}` on a cluster: every spooled
+    record is sent and the parent run is closed with the workflow's status."""
+    from gangway.lineage.close import main
+
+    env = _env(mlflow_server, tmp_path, "u6")
+    with StepTracker(env=env):
+        pass
+    assert main(["Failed"], env) == 0
+    assert "lineage complete: workflow run" in capsys.readouterr().out
+    runs = _runs_of(mlflow_server, env["GANGWAY_WORKFLOW_UID"])
+    status = {r.data.tags["gangway.kind"]: r.info.status for r in runs}  # type: ignore[attr-defined]
+    assert status == {"workflow": "FAILED", "step": "FINISHED"}
+    assert main(["Bogus"], env) == 0  # a wrong call is said, never a failed workflow
+    assert "usage:" in capsys.readouterr().err
+    assert main(["Succeeded"], {**env, "GANGWAY_LOCAL_RUN": "1"}) == 0
+    assert "`gangway run` sends it" in capsys.readouterr().out

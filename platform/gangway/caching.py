@@ -166,12 +166,34 @@ def fingerprint(command: list[str], args: list[str]) -> str:
 
 
 def read_digest(value: str) -> str:
-    """A read input's value with every storage URI (or absolute path) in it replaced by the
-    digest of the data there (``absent`` when nothing is)."""
-    uris = list(storage_uris(value)) or ([value] if value.startswith("/") else [])
-    if not uris:
+    """A read input's value with every storage URI (or an absolute path) in it replaced by
+    the digest of the data there (``absent`` when nothing is) — not the URI itself: the same
+    data under another run's prefix is the same input."""
+
+    def digest(uri: str) -> str:
+        return content_digest(uri) or "absent"
+
+    if value.startswith(("file://", "s3://")):
+        return digest(value)
+    if value.startswith("/"):
+        return digest(Path(value).as_uri())
+    if not value.startswith(("[", "{")):
         return value
-    return json.dumps({u: content_digest(u) or "absent" for u in uris}, sort_keys=True)
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return value
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {k: walk(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v) for v in item]
+        if isinstance(item, str) and item.startswith(("file://", "s3://")):
+            return digest(item)
+        return item
+
+    return json.dumps(walk(doc), sort_keys=True)
 
 
 # ---- content digests ---------------------------------------------------------------------

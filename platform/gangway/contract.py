@@ -22,6 +22,7 @@ __all__ = [
     "ENV_EXIT_DIR",
     "ENV_LINEAGE_REPLAY",
     "ENV_LINEAGE_SPOOL",
+    "ENV_LOCAL_RUN",
     "ENV_OUTPUTS",
     "ENV_PIPELINE",
     "ENV_STEP",
@@ -86,6 +87,9 @@ ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_PIPELINE = "GANGWAY_PIPELINE"
 ENV_WORKFLOW_PARAMS = "GANGWAY_WORKFLOW_PARAMS"
 ENV_LINEAGE_SPOOL = "GANGWAY_LINEAGE_SPOOL"
+ENV_LOCAL_RUN = "GANGWAY_LOCAL_RUN"
+"""Set by ``gangway run`` for every step: the run replays lineage itself as steps end and
+records the workflow's end when it returns, so the exit handler has nothing to send."""
 ENV_LINEAGE_REPLAY = "GANGWAY_LINEAGE_REPLAY"
 """``later`` (what pipelines set): a step only spools its lineage and exits; ``gangway run``,
 the workflow's exit handler and ``gangway lineage sync --follow`` send it to MLflow. Unset (a

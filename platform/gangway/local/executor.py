@@ -43,6 +43,7 @@ from gangway.argo.scope import (
     workflow_scope,
 )
 from gangway.argo.substitution import substitute
+from gangway.contract import ENV_LOCAL_RUN
 from gangway.errors import GangwayError
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._cache import NodeKey, node_key
@@ -125,7 +126,7 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self.ctx = RunContext(
             procs=self.procs,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {}), ENV_LOCAL_RUN: "1"},
             # Fanned-out items run one at a time unless asked: on a small machine, CPU-bound
             # steps side by side only contend for the same cores.
             parallelism=max(1, int(parallelism or self.spec.get("parallelism") or 1)),
