@@ -50,6 +50,7 @@ __all__ = [
     "read_digest",
     "save",
     "storage_uris",
+    "template_fields",
 ]
 
 CACHE_CONFIGMAP = "gangway-step-cache"
@@ -150,6 +151,26 @@ def memoize_key(template: str, args: list[str], places: Collection[str], fp: str
         if pos < len(arg):
             terms.append(_quoted(arg[pos:]))
     return f"{template}-{{{{=sprig.sha256sum({' + '.join(terms)})}}}}"
+
+
+def template_fields(
+    template: str, command: list[str], args: list[str], cache: Cache, roles: Mapping[str, str]
+) -> dict[str, Any]:
+    """A cacheable container template's Hera fields: Argo's ``memoize`` and the annotation
+    (JSON) that tells ``gangway run`` how it keys its arguments (``roles``: flag → ``read`` or
+    ``place``)."""
+    from hera.workflows import models as m  # only when compiling: steps import this module
+
+    fp = fingerprint(command, args)
+    places = sorted(f for f, r in roles.items() if r == "place")
+    how = {"fingerprint": fp, "reads": sorted(f for f, r in roles.items() if r == "read")}
+    memoize = m.Memoize(
+        key=memoize_key(template, args, places, fp),
+        max_age=cache.max_age,
+        cache=m.Cache(config_map=m.LocalObjectReference(name=CACHE_CONFIGMAP)),
+    )
+    annotation = json.dumps({**how, "places": places}, sort_keys=True)
+    return {"memoize": memoize, "annotations": {CACHE_ANNOTATION: annotation}}
 
 
 def cache_key(fp: str, image: str, args: list[str], places: Collection[str]) -> str:

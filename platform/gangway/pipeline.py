@@ -24,7 +24,7 @@ from typing import Any
 from hera.workflows import Container, EmptyDirVolume, Parameter, Resource, WorkflowTemplate
 from hera.workflows import models as m
 
-from gangway.caching import CACHE_ANNOTATION, CACHE_CONFIGMAP, Cache, fingerprint, memoize_key
+from gangway.caching import Cache, template_fields
 from gangway.config import PlatformConfig
 from gangway.contract import (
     OUT_DIR,
@@ -282,7 +282,7 @@ def step(
     req = dict(requests or REQUESTS)
     memo: dict[str, Any] = {}
     if cache is not None:
-        memo = _memoize(name, ["python", "-m", module], list(args), cache, cache_roles or {})
+        memo = template_fields(name, ["python", "-m", module], list(args), cache, cache_roles or {})
     return Container(
         name=name,
         image="{{workflow.parameters.image}}",
@@ -297,30 +297,6 @@ def step(
         retry_strategy=retry_strategy(kind),
         **memo,
     )
-
-
-def _memoize(
-    name: str, command: list[str], args: list[str], cache: Cache, roles: Mapping[str, str]
-) -> dict[str, Any]:
-    """Argo's ``memoize`` for a cacheable step, and the annotation that tells ``gangway run``
-    how the step keys its arguments (``roles``: flag → ``read`` or ``place``)."""
-    import json
-
-    fp = fingerprint(command, args)
-    places = [f for f, r in roles.items() if r == "place"]
-    how = {
-        "fingerprint": fp,
-        "reads": sorted(f for f, r in roles.items() if r == "read"),
-        "places": sorted(places),
-    }
-    return {
-        "memoize": m.Memoize(
-            key=memoize_key(name, args, places, fp),
-            max_age=cache.max_age,
-            cache=m.Cache(config_map=m.LocalObjectReference(name=CACHE_CONFIGMAP)),
-        ),
-        "annotations": {CACHE_ANNOTATION: json.dumps(how, sort_keys=True)},
-    }
 
 
 def _trainer(
