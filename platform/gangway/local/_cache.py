@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from gangway import caching
 from gangway.argo.substitution import substitute
 from gangway.caching import (
     CACHE_ANNOTATION,
@@ -16,8 +19,10 @@ from gangway.caching import (
     max_age_seconds,
     read_digest,
 )
+from gangway.errors import GangwayError
+from gangway.local._model import NodeResult
 
-__all__ = ["NodeKey", "node_key"]
+__all__ = ["NodeCache", "NodeKey", "node_key"]
 
 NodeKey = tuple[str, float]
 """A node's cache key and the age (seconds) past which an entry is not used."""
@@ -49,3 +54,50 @@ def node_key(template: Mapping[str, Any], scope: Mapping[str, str], where: str) 
     key = cache_key(fp, scope.get("workflow.parameters.image", ""), args, places)
     max_age = max_age_seconds(str(memo.get("maxAge", ""))) or math.inf
     return key, max_age
+
+
+@dataclass(frozen=True)
+class NodeCache:
+    """The run's use of the cache in ``state_dir/cache``; ``enabled=False`` (``--no-cache``)
+    runs every node and refreshes its entry. Never fails a node: what goes wrong with the
+    cache is said in the node's message and costs a rerun at most."""
+
+    state_dir: Path
+    run: str
+    enabled: bool = True
+
+    def key(
+        self, template: Mapping[str, Any], scope: Mapping[str, str], node: NodeResult
+    ) -> NodeKey | None:
+        """The node's key; None without ``memoize``, or when the data it reads cannot be
+        digested (the step runs, and says what is wrong with it)."""
+        try:
+            return node_key(template, scope, f"task {node.name}")
+        except GangwayError:
+            raise  # an unknown variable: the run's error, as for any other step
+        except Exception as e:
+            node.message = f"not cached: its inputs could not be digested ({type(e).__name__})"
+            return None
+
+    def hit(self, node: NodeResult, key: NodeKey) -> bool:
+        """Give ``node`` the outputs of a verified entry (True), or say why none was used."""
+        if not self.enabled:
+            node.message = "cache skipped (--no-cache)"
+            return False
+        try:
+            entry, why = caching.lookup(self.state_dir, node.template, *key)
+        except Exception as e:  # storage unreachable, say: run the step, which will tell
+            entry, why = None, f"could not be verified ({type(e).__name__}: {e})"
+        if entry is None:
+            if why != "no entry":  # data deleted or changed, too old: worth saying
+                node.message = f"cache entry not used: {why}"
+            return False
+        node.phase, node.cached, node.outputs = "Succeeded", True, dict(entry.outputs)
+        node.message = f"cached: outputs of {entry.run} (key {key[0][:12]})"
+        return True
+
+    def save(self, node: NodeResult, key: NodeKey) -> None:
+        try:
+            caching.save(self.state_dir, node.template, key[0], node.outputs, self.run)
+        except Exception as e:  # a cache that cannot be written costs a rerun, no more
+            node.message = f"not cached ({type(e).__name__}: {e}); {node.message}".rstrip("; ")

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gangway import caching
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
 from gangway.argo.scope import (
@@ -46,7 +45,7 @@ from gangway.argo.substitution import substitute
 from gangway.contract import ENV_LOCAL_RUN
 from gangway.errors import GangwayError
 from gangway.local._attempt import Attempt, RunContext, safe_name
-from gangway.local._cache import NodeKey, node_key
+from gangway.local._cache import NodeCache
 from gangway.local._clock import SYSTEM_CLOCK, Clock
 from gangway.local._container import run_container
 from gangway.local._inputs import task_items, template_inputs
@@ -112,8 +111,7 @@ class LocalExecutor:
         self.name = str(workflow["metadata"]["name"])
         self.uid = str(workflow["metadata"]["uid"])
         self.root = state_dir.resolve() / "runs" / self.name
-        self.state_dir = state_dir.resolve()
-        self.use_cache = use_cache
+        self.cache = NodeCache(state_dir.resolve(), self.name, enabled=use_cache)
         self.on_event = on_event or (lambda n: None)
         self.clock = clock
         self.templates = {t["name"]: t for t in self.spec.get("templates", [])}
@@ -296,8 +294,9 @@ class LocalExecutor:
             **self._workflow_scope(),
             **inputs_scope(template_inputs(task, template, scope, node)),
         }
-        key = node_key(template, tscope, f"task {node_name}")
-        if key is not None and self._from_cache(node, key):
+        key = self.cache.key(template, tscope, node)
+        if key is not None and self.cache.hit(node, key):
+            self._record(node)
             return node
         note = node.message  # why the cache was not used, if it says
         strategy = dict(template.get("retryStrategy") or {})
@@ -331,25 +330,9 @@ class LocalExecutor:
         if note:
             node.message = f"{note}; {node.message}" if node.message else note
         if key is not None and status == "Succeeded":
-            caching.save(self.state_dir, node.template, key[0], node.outputs, self.name)
+            self.cache.save(node, key)
         self._record(node)
         return node
-
-    def _from_cache(self, node: NodeResult, key: NodeKey) -> bool:
-        """Take ``node``'s outputs from a verified cache entry (True), or say why none was
-        used and let it run (False)."""
-        if not self.use_cache:
-            node.message = "cache skipped (--no-cache)"
-            return False
-        entry, why = caching.lookup(self.state_dir, node.template, *key)
-        if entry is None:
-            if why != "no entry":  # data deleted or changed, too old: worth saying
-                node.message = f"cache entry not used: {why}"
-            return False
-        node.phase, node.cached, node.outputs = "Succeeded", True, dict(entry.outputs)
-        node.message = f"cached: outputs of {entry.run} (key {key[0][:12]})"
-        self._record(node)
-        return True
 
     def _kept(self, node_name: str, done: NodeResult) -> NodeResult:
         kept = NodeResult(node_name, done.task, done.template, "Succeeded", done.attempts)
