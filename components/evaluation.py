@@ -154,7 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             tracker.set_tags({tag("unusable_checkpoints"): json.dumps(unusable)})
     if args.metrics_out:
         storage.write_json(args.metrics_out, metrics)
-    EVALUATE.write_outputs(args, EvaluateOutputs(best=CheckpointUri(metrics["best"]["uri"])))
+    outputs = EvaluateOutputs(
+        best=CheckpointUri(metrics["best"]["uri"]), scores=json.dumps(metrics)
+    )
+    EVALUATE.write_outputs(args, outputs)
     summary = {"best": metrics["best"], "evaluated": len(metrics["checkpoints"])}
     if metrics["unusable"]:
         summary["unusable"] = [u["uri"] for u in metrics["unusable"]]

@@ -41,9 +41,7 @@ class StageInputs(Inputs):
     )
     demo_root: str | None = Field(None, description="where the demo data lives (with demo)")
     workdir: Annotated[Path, Place()] = Field(description="local working directory")
-    publish: Annotated[str | None, Place()] = Field(
-        None, description="publish the corpus here for training"
-    )
+    publish: str | None = Field(None, description="publish the corpus here for training")
     publish_root: Annotated[str | None, Place()] = Field(
         None,
         description="publish the corpus under ROOT/<digest> (content-addressed, shared by "
@@ -142,14 +140,18 @@ class EvaluateInputs(Inputs):
         None, description="checkpoint root: evaluate every complete checkpoint"
     )
     max_tokens: int = Field(65_536, ge=1, description="validation tokens to score")
-    metrics_out: Annotated[str | None, Place()] = Field(
-        None, description="write the metrics JSON here (a path or a URI)"
+    metrics_out: str | None = Field(
+        None, description="also write the metrics JSON here (a path or a URI)"
     )
     cache_dir: CacheDir
 
 
 class EvaluateOutputs(Outputs):
     best: CheckpointUri = Field(description="the best checkpoint's URI")
+    scores: str = Field(
+        description="the metrics document (JSON): every checkpoint's loss and perplexity, and "
+        "the best"
+    )
 
 
 EVALUATE = StepSpec(

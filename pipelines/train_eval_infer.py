@@ -78,7 +78,6 @@ with (
     evaluate = EVALUATE(
         corpus=stage.corpus,
         checkpoints=train.checkpoints,
-        metrics_out=RUN / "eval/metrics.json",
         cache_dir=CACHE,
     )
     INFER(

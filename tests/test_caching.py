@@ -187,3 +187,21 @@ def test_the_argo_key_hashes_every_argument_but_places() -> None:
     assert "workflow.uid" in key and "/tmp/l" not in key and "--log" not in key
     with pytest.raises(PermanentError, match=r"tasks\.a\.outputs"):
         memoize_key("t", ["{{tasks.a.outputs.result}}"], [], "fp")
+
+
+def test_a_step_whose_input_and_output_flags_clash_is_refused() -> None:
+    """An output NAME is written with --NAME-out: an input NAME_out would be the same flag."""
+    from pydantic import Field
+
+    from gangway.step.interface import Inputs, Outputs, StepSpec
+
+    class In(Inputs):
+        report_out: str = Field(description="where")
+
+    class Out(Outputs):
+        report: str = Field(description="what")
+
+    with pytest.raises(PermanentError, match="clash on --report-out"):
+        StepSpec("s", "components.staging", In, Out)
+    with pytest.raises(PermanentError, match="a gang step cannot be cached"):
+        StepSpec("g", "components.training", In, gang=True, cache=Cache())

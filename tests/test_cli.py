@@ -78,7 +78,8 @@ def test_run_reference_pipeline_end_to_end(tmp_path: Path) -> None:
     assert "cached" not in res.stdout
     assert "Succeeded" in res.stdout and "train-eval-infer" in res.stdout
     (run_dir,) = (state / "storage" / "runs").iterdir()
-    metrics = json.loads((run_dir / "eval" / "metrics.json").read_text())
+    evaluated = next(n for n in _nodes(state) if n["task"] == "evaluate")
+    metrics = json.loads(evaluated["outputs"]["scores"])  # an output parameter of the step
     losses = [c["loss"] for c in metrics["checkpoints"]]
     assert [c["step"] for c in metrics["checkpoints"]] == [10, 20, 30]
     assert losses[-1] < losses[0], f"validation loss should fall: {losses}"

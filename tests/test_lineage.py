@@ -212,7 +212,7 @@ def test_two_runs_on_the_same_data_share_the_dataset_node(
     }
     assert trainers == {first.name, second.name}
     stagers = {nodes[i]["workflow"] for i in _ids(doc["upstream"]) if i.startswith("run:")}
-    assert stagers == {first.name, second.name}
+    assert stagers == {first.name}  # the second run's staging was a cache hit: not run again
     # and the workflow view walks from the workflow to the outputs
     _assert_complete(_lineage(mlflow_server, f"workflow:{first.name}"), first.uid)
 
@@ -264,7 +264,7 @@ def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) 
         warning = next(line for line in out.splitlines() if "not in MLflow yet" in line)
         assert f"gangway lineage sync --spool file://{state}/storage/runs/" in warning
         logs = [p.read_text() for p in state.glob("runs/*/logs/**/*.log")]
-        assert any("spooled at" in text for text in logs)  # steps said where lineage waited
+        assert logs and not any("MLflow" in text for text in logs)  # steps only spool
         uid = spool.parent.name
         # The workflow's end always waits; inference may have been sent before the server
         # went down (it starts right after evaluation), so count what is pending.

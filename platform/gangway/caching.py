@@ -23,6 +23,7 @@ Where it applies:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -42,6 +43,7 @@ __all__ = [
     "Place",
     "Reads",
     "cache_key",
+    "code_digest",
     "content_digest",
     "fingerprint",
     "keyed_args",
@@ -70,8 +72,9 @@ class Reads:
 
 @dataclass(frozen=True)
 class Place:
-    """Field metadata: a place the step works in or writes to (a work directory, an output
-    prefix, a local cache): left out of its cache key."""
+    """Field metadata: left out of the step's cache key — scratch space (a work directory, a
+    local cache), or a destination whose name follows from the content (a content-addressed
+    publish root). Not a destination chosen per run: a cache hit does not write it."""
 
 
 @dataclass(frozen=True)
@@ -173,10 +176,11 @@ def template_fields(
     return {"memoize": memoize, "annotations": {CACHE_ANNOTATION: annotation}}
 
 
-def cache_key(fp: str, image: str, args: list[str], places: Collection[str]) -> str:
+def cache_key(fp: str, image: str, args: list[str], places: Collection[str], code: str = "") -> str:
     """The local key: as :func:`memoize_key`, over ``args`` as resolved for this node, where
-    the caller has put each read input's content digest in place of its URI."""
-    material = json.dumps([_VERSION, fp, image, keyed_args(args, places)])
+    the caller has put each read input's content digest in place of its URI, and ``code``, the
+    digest of the code the step runs here (:func:`code_digest`)."""
+    material = json.dumps([_VERSION, fp, image, keyed_args(args, places), code])
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -184,6 +188,25 @@ def fingerprint(command: list[str], args: list[str]) -> str:
     """What a template computes, as far as its text says: its command and arguments (inputs
     still as placeholders), hashed."""
     return hashlib.sha256(json.dumps([command, args]).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def code_digest(module: str) -> str:
+    """The digest of the Python source a step runs here: its module's top-level package and
+    Gangway's own, so that editing either is a new key for ``gangway run`` (on a cluster the
+    code is the image's: pin images by digest, and a new build is a new key)."""
+    import importlib.util
+
+    h = hashlib.sha256()
+    for name in sorted({module.split(".")[0], "gangway"}):
+        spec = importlib.util.find_spec(name)
+        roots = list(spec.submodule_search_locations or []) if spec else []
+        if spec and spec.origin and not roots:
+            roots = [str(Path(spec.origin).parent)] if spec.origin.endswith(".py") else []
+        for root in roots:
+            for path in sorted(Path(root).rglob("*.py")):
+                h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def read_digest(value: str) -> str:
@@ -254,9 +277,10 @@ def content_digest(uri: str) -> str | None:
     if manifest is not None:
         return manifest.digest
     objects = storage.list_objects(uri)
+    single = len(objects) == 1 and objects[0].key == ""  # S3 lists an exact key as ""
+    if single or (not objects and storage.exists(uri)):  # one object, not a prefix
+        return "sha256:" + hashlib.sha256(storage.read_bytes(uri)).hexdigest()
     if not objects:
-        if storage.exists(uri):  # one object, not a prefix
-            return "sha256:" + hashlib.sha256(storage.read_bytes(uri)).hexdigest()
         return None
     files = {}
     for o in objects:

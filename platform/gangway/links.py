@@ -138,7 +138,7 @@ def record_link(tracking_uri: str, pipeline: str, key: str, timeout: float = 3.0
         return record_filter(key)
     try:
         exp = _experiment_by_rest(tracking_uri.rstrip("/"), pipeline, timeout)
-    except (OSError, ValueError, KeyError):
+    except Exception:  # down, not MLflow, a malformed URI: the link is a nicety, never fatal
         return ""
     query = quote(record_filter(key), safe="")
     return f"{tracking_uri.rstrip('/')}/#/experiments/{exp}/runs?searchFilter={query}"

@@ -134,6 +134,7 @@ class StepTracker:
         if self.enabled and self.replay_here:
             self._import = threading.Thread(target=_import_mlflow, daemon=True)
             self._import.start()
+        if self.enabled:
             # Spooled at once: an attempt killed outright is still recorded (closed as KILLED
             # when a later attempt or the end of the workflow is seen).
             self.save()

@@ -40,6 +40,8 @@ class _Objects:
         self.keys: dict[str, list[str]] = {}
         for bucket, key in self.files:
             self.keys.setdefault(bucket, []).append(key)
+        for keys in self.keys.values():
+            keys.sort()  # S3's order, which continuation tokens rely on
 
 
 class _Handler(BaseHTTPRequestHandler):

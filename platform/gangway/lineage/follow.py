@@ -81,11 +81,15 @@ def follow_pass(
         if root in done:
             continue
         spool = Spool(root)
-        records = spool.records(tracking_uri)
-        if namespace and not any(r.workflow.namespace == namespace for r, _ in records):
+        try:
+            records = spool.records(tracking_uri)
+            if namespace and not any(r.workflow.namespace == namespace for r, _ in records):
+                continue
+            out.spools += 1
+            report: SyncReport = sync(spool, tracking_uri)
+        except Exception as e:  # this spool (access, a racing delete): the others go on
+            out.errors[root] = f"{type(e).__name__}: {e}"
             continue
-        out.spools += 1
-        report: SyncReport = sync(spool, tracking_uri)
         out.sent += len(report.runs)
         out.pending += len(report.pending)
         if report.error:

@@ -15,16 +15,22 @@ from gangway.argo.substitution import substitute
 from gangway.caching import (
     CACHE_ANNOTATION,
     cache_key,
+    code_digest,
     fingerprint,
     max_age_seconds,
     read_digest,
 )
-from gangway.errors import GangwayError
 from gangway.local._model import NodeResult
 
 __all__ = ["NodeCache", "NodeKey", "node_key"]
 
 NodeKey = tuple[str, float]
+
+
+class _Undigestable(Exception):
+    """The data a node reads could not be digested: it has no key this time."""
+
+
 """A node's cache key and the age (seconds) past which an entry is not used."""
 
 
@@ -42,16 +48,17 @@ def node_key(template: Mapping[str, Any], scope: Mapping[str, str], where: str) 
     command = [str(c) for c in body.get("command") or []]
     raw = [str(a) for a in body.get("args") or []]
     reads, places = set(how.get("reads", [])), set(how.get("places", []))
-    args: list[str] = []
-    for i, a in enumerate(raw):
-        value = substitute(a, scope, where=where)
-        if i and raw[i - 1] in reads:
-            value = read_digest(value)
-        args.append(value)
+    args = [substitute(a, scope, where=where) for a in raw]  # an unknown variable: the run's
+    try:
+        args = [read_digest(v) if i and raw[i - 1] in reads else v for i, v in enumerate(args)]
+    except Exception as e:  # storage unreachable, a bad manifest: no key, the step runs
+        raise _Undigestable(f"{type(e).__name__}: {e}") from None
     if "source" in body:  # a script's code is part of what it computes
         args.append(substitute(str(body["source"]), scope, where=where))
     fp = str(how.get("fingerprint") or fingerprint(command, raw))
-    key = cache_key(fp, scope.get("workflow.parameters.image", ""), args, places)
+    module = command[2] if command[:2] == ["python", "-m"] and len(command) > 2 else ""
+    code = code_digest(module) if module else ""
+    key = cache_key(fp, scope.get("workflow.parameters.image", ""), args, places, code)
     max_age = max_age_seconds(str(memo.get("maxAge", ""))) or math.inf
     return key, max_age
 
@@ -73,10 +80,8 @@ class NodeCache:
         digested (the step runs, and says what is wrong with it)."""
         try:
             return node_key(template, scope, f"task {node.name}")
-        except GangwayError:
-            raise  # an unknown variable: the run's error, as for any other step
-        except Exception as e:
-            node.message = f"not cached: its inputs could not be digested ({type(e).__name__})"
+        except _Undigestable as e:
+            node.message = f"not cached: the data it reads could not be digested ({e})"
             return None
 
     def hit(self, node: NodeResult, key: NodeKey) -> bool:

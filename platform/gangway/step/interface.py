@@ -200,6 +200,15 @@ class StepSpec:
                 f"step {self.name!r}: an input may not be called {taken[0]!r} (a keyword of a "
                 "step call: name=, after=, over=); rename it"
             )
+        clash = sorted(
+            {flag_of(n) for n in self.inputs.model_fields}
+            & {f"{flag_of(o)}-out" for o in self.outputs.model_fields}
+        )
+        if clash:
+            raise PermanentError(
+                f"step {self.name!r}: input and output flags clash on {clash[0]} (an output "
+                f"NAME is written with --NAME-out); rename the output or the input"
+            )
         if self.cache is not None and self.gang:
             raise PermanentError(
                 f"step {self.name!r}: a gang step cannot be cached (Argo memoizes container "
