@@ -205,3 +205,21 @@ def test_a_step_whose_input_and_output_flags_clash_is_refused() -> None:
         StepSpec("s", "components.staging", In, Out)
     with pytest.raises(PermanentError, match="a gang step cannot be cached"):
         StepSpec("g", "components.training", In, gang=True, cache=Cache())
+
+
+def test_argo_memoizes_only_what_it_can_key_by_content() -> None:
+    """In the reference pipeline evaluation reads task outputs (the content-addressed corpus,
+    this run's checkpoints): memoized. Staging reads the `source` parameter, external data
+    Argo could key only by URI: not memoized on a cluster, cached by `gangway run` alone."""
+    from gangway.compiler import compile_pipeline
+    from tests.conftest import REPO
+
+    wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
+    t = {x["name"]: x for x in wt["spec"]["templates"]}
+    assert "memoize" not in t["stage"]
+    how = json.loads(t["stage"]["metadata"]["annotations"][CACHE_ANNOTATION])
+    assert how["reads"] == ["--source"] and how["maxAge"] == "720h"
+    memo = t["evaluate"]["memoize"]
+    assert memo["cache"]["configMap"]["name"] == caching.CACHE_CONFIGMAP
+    assert "inputs.parameters['corpus']" in memo["key"] and "workflow.uid" in memo["key"]
+    assert {"train", "split", "infer"}.isdisjoint(n for n in t if "memoize" in t[n])

@@ -15,10 +15,13 @@ Where it applies:
   that every output that is a storage URI still holds the data with the digest recorded when
   the entry was made; data deleted or changed means the step runs again (``--no-cache``:
   always). The run's summary marks the step ``cached``.
-* On a cluster the template compiles to Argo's ``memoize`` (a ConfigMap cache, ``maxAge``).
-  Argo sees only the input values, not the data behind them, so its key hashes the read inputs
-  by URI: exact for content-addressed data (the corpus lives under ``corpora/<digest>``), and
-  for per-run locations (a run's checkpoints) a hit only within the same workflow (a retry).
+* On a cluster the template compiles to Argo's ``memoize`` (a ConfigMap cache, ``maxAge``)
+  when every read input comes from another task. Argo sees only the input values, not the data
+  behind them, so its key hashes the read inputs by URI: exact for content-addressed data (the
+  corpus lives under ``corpora/<digest>``), and for per-run locations (a run's checkpoints) a
+  hit only within the same workflow (a retry). A step reading external data (a parameter, a
+  constant URI) is not memoized: data republished under the same URI would get old outputs.
+  Argo does not verify a memoized output still exists.
 """
 
 from __future__ import annotations
@@ -157,23 +160,37 @@ def memoize_key(template: str, args: list[str], places: Collection[str], fp: str
 
 
 def template_fields(
-    template: str, command: list[str], args: list[str], cache: Cache, roles: Mapping[str, str]
+    template: str,
+    command: list[str],
+    args: list[str],
+    cache: Cache,
+    roles: Mapping[str, str],
+    *,
+    argo: bool = True,
 ) -> dict[str, Any]:
-    """A cacheable container template's Hera fields: Argo's ``memoize`` and the annotation
-    (JSON) that tells ``gangway run`` how it keys its arguments (``roles``: flag → ``read`` or
-    ``place``)."""
+    """A cacheable container template's Hera fields: the annotation (JSON) that tells
+    ``gangway run`` how it keys its arguments (``roles``: flag → ``read`` or ``place``) and,
+    when ``argo``, Argo's ``memoize``. Pass ``argo=False`` when a read input is external data
+    (a workflow parameter or a constant URI): Argo could key it only by its URI, and data
+    republished under the same URI would get the old outputs."""
     from hera.workflows import models as m  # only when compiling: steps import this module
 
     fp = fingerprint(command, args)
     places = sorted(f for f, r in roles.items() if r == "place")
-    how = {"fingerprint": fp, "reads": sorted(f for f, r in roles.items() if r == "read")}
-    memoize = m.Memoize(
-        key=memoize_key(template, args, places, fp),
-        max_age=cache.max_age,
-        cache=m.Cache(config_map=m.LocalObjectReference(name=CACHE_CONFIGMAP)),
-    )
-    annotation = json.dumps({**how, "places": places}, sort_keys=True)
-    return {"memoize": memoize, "annotations": {CACHE_ANNOTATION: annotation}}
+    how = {
+        "fingerprint": fp,
+        "reads": sorted(f for f, r in roles.items() if r == "read"),
+        "places": places,
+        "maxAge": cache.max_age,
+    }
+    fields: dict[str, Any] = {"annotations": {CACHE_ANNOTATION: json.dumps(how, sort_keys=True)}}
+    if argo:
+        fields["memoize"] = m.Memoize(
+            key=memoize_key(template, args, places, fp),
+            max_age=cache.max_age,
+            cache=m.Cache(config_map=m.LocalObjectReference(name=CACHE_CONFIGMAP)),
+        )
+    return fields
 
 
 def cache_key(fp: str, image: str, args: list[str], places: Collection[str], code: str = "") -> str:

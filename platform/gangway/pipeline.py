@@ -270,19 +270,23 @@ def step(
     requests: Mapping[str, str] | None = None,
     cache: Cache | None = None,
     cache_roles: Mapping[str, str] | None = None,
+    memoize: bool = True,
 ) -> Container:
     """A container step: ``python -m MODULE ARGS`` with the platform's defaults.
 
     ``inputs`` are the template's input parameters (use them in ``args`` as
     ``{{inputs.parameters.NAME}}``); each of ``outputs`` is read from ``/gangway/out/NAME``.
     ``cache`` makes it cacheable (:mod:`gangway.caching`); ``cache_roles`` says which flags
-    are ``read`` (their data keyed by content) or ``place`` (not keyed).
+    are ``read`` (their data keyed by content) or ``place`` (not keyed); ``memoize=False``
+    leaves Argo's ``memoize`` out (a read input is external data: see
+    :func:`gangway.caching.template_fields`).
     """
     _check_module(name, module)
     req = dict(requests or REQUESTS)
     memo: dict[str, Any] = {}
     if cache is not None:
-        memo = template_fields(name, ["python", "-m", module], list(args), cache, cache_roles or {})
+        command = ["python", "-m", module]
+        memo = template_fields(name, command, list(args), cache, cache_roles or {}, argo=memoize)
     return Container(
         name=name,
         image="{{workflow.parameters.image}}",

@@ -25,26 +25,25 @@ from gangway.local._model import NodeResult
 __all__ = ["NodeCache", "NodeKey", "node_key"]
 
 NodeKey = tuple[str, float]
+"""A node's cache key and the age (seconds) past which an entry is not used."""
 
 
 class _Undigestable(Exception):
     """The data a node reads could not be digested: it has no key this time."""
 
 
-"""A node's cache key and the age (seconds) past which an entry is not used."""
-
-
 def node_key(template: Mapping[str, Any], scope: Mapping[str, str], where: str) -> NodeKey | None:
-    """The key of a node of a ``memoize`` template, or None for a template without one.
+    """The key of a node of a cacheable template (``memoize``, or Gangway's cache
+    annotation), or None for a template that is neither.
 
     A Gangway step's annotation says which flags read data (keyed by the data's digest) and
     which are places (not keyed); any other memoized template is keyed by all its arguments."""
-    memo = template.get("memoize")
+    memo = template.get("memoize") or {}
     body = template.get("container") or template.get("script")
-    if not memo or not body:
-        return None
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     how: dict[str, Any] = json.loads(annotations.get(CACHE_ANNOTATION) or "{}")
+    if not (memo or how) or not body:  # a Gangway step reading external data has no memoize
+        return None
     command = [str(c) for c in body.get("command") or []]
     raw = [str(a) for a in body.get("args") or []]
     reads, places = set(how.get("reads", [])), set(how.get("places", []))
@@ -59,7 +58,7 @@ def node_key(template: Mapping[str, Any], scope: Mapping[str, str], where: str) 
     module = command[2] if command[:2] == ["python", "-m"] and len(command) > 2 else ""
     code = code_digest(module) if module else ""
     key = cache_key(fp, scope.get("workflow.parameters.image", ""), args, places, code)
-    max_age = max_age_seconds(str(memo.get("maxAge", ""))) or math.inf
+    max_age = max_age_seconds(str(memo.get("maxAge") or how.get("maxAge", ""))) or math.inf
     return key, max_age
 
 

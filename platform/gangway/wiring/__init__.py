@@ -304,6 +304,11 @@ def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Ta
         outs = list(spec.outputs.model_fields)
         args += [a for o in outs for a in (f"{flag_of(o)}-out", f"{OUT_DIR}/{o}")]
         roles = spec.cache_roles()
+        external = [  # data from outside the workflow: Argo could only key it by its URI
+            k
+            for k in wiring
+            if roles.get(k) == "read" and not (isinstance(wiring[k], Ref) and wiring[k].producer)
+        ]
         template = step(
             name,
             module=spec.module,
@@ -314,6 +319,7 @@ def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Ta
             requests=spec.requests,
             cache=spec.cache,
             cache_roles={flags[k]: roles[k] for k in wiring if k in flags},
+            memoize=not external,
         )
     arguments = {names[k]: _text(v) for k, v in passed.items()}
     with_param = over.expr if isinstance(over, Ref) else None
