@@ -31,7 +31,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,10 +234,22 @@ def read_digest(value: str) -> str:
     def digest(uri: str) -> str:
         return content_digest(uri) or "absent"
 
-    if value.startswith(("file://", "s3://")):
-        return digest(value)
     if value.startswith("/"):
         return digest(Path(value).as_uri())
+    return _map_uris(value, digest)
+
+
+# ---- content digests ---------------------------------------------------------------------
+
+_SCHEMES = ("file://", "s3://")
+
+
+def _map_uris(value: str, fn: Callable[[str], str]) -> str:
+    """``value`` with ``fn`` applied to the storage URI it is, or to each storage URI among
+    the strings of the JSON list/object it is (a fanned-out list of shards); other values
+    unchanged."""
+    if value.startswith(_SCHEMES):
+        return fn(value)
     if not value.startswith(("[", "{")):
         return value
     try:
@@ -250,37 +262,21 @@ def read_digest(value: str) -> str:
             return {k: walk(v) for k, v in item.items()}
         if isinstance(item, list):
             return [walk(v) for v in item]
-        if isinstance(item, str) and item.startswith(("file://", "s3://")):
-            return digest(item)
-        return item
+        return fn(item) if isinstance(item, str) and item.startswith(_SCHEMES) else item
 
     return json.dumps(walk(doc), sort_keys=True)
 
 
-# ---- content digests ---------------------------------------------------------------------
+def storage_uris(value: str) -> list[str]:
+    """The storage URIs in a parameter value (see :func:`_map_uris`)."""
+    found: list[str] = []
 
+    def collect(uri: str) -> str:
+        found.append(uri)
+        return uri
 
-def storage_uris(value: str) -> Iterator[str]:
-    """The storage URIs in a parameter value: the value itself, or the strings of a JSON
-    list/object (a fanned-out list of shards)."""
-    if value.startswith(("file://", "s3://")):
-        yield value
-        return
-    if not value.startswith(("[", "{")):
-        return
-    try:
-        doc = json.loads(value)
-    except ValueError:
-        return
-    stack = [doc]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str) and item.startswith(("file://", "s3://")):
-            yield item
+    _map_uris(value, collect)
+    return found
 
 
 def content_digest(uri: str) -> str | None:
@@ -288,7 +284,7 @@ def content_digest(uri: str) -> str | None:
     every object under it (S3: size and ETag; local files: sha256) — or None when nothing is
     there."""
     from gangway import storage
-    from gangway.storage import listing_digest, read_manifest
+    from gangway.storage import listing_digest, read_manifest, sha256_file
 
     manifest = read_manifest(uri)
     if manifest is not None:
@@ -299,10 +295,13 @@ def content_digest(uri: str) -> str | None:
         return "sha256:" + hashlib.sha256(storage.read_bytes(uri)).hexdigest()
     if not objects:
         return None
+    local = storage.parse(uri).path if uri.startswith("file://") else None
     files = {}
     for o in objects:
         if o.etag:
             files[o.key] = f"{o.size}:{o.etag}"
+        elif local is not None:  # streamed: a checkpoint's shards need not fit in memory
+            files[o.key] = sha256_file(local / o.key)
         else:
             files[o.key] = hashlib.sha256(storage.read_bytes(storage.join(uri, o.key))).hexdigest()
     return listing_digest(files)

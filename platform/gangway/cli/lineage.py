@@ -183,13 +183,11 @@ def _need_spools(spools: list[str]) -> None:
 
 def _sync(tracking_uri: str, spools: list[str], namespace: str | None = None) -> None:
     from gangway.lineage.follow import follow_pass
-    from gangway.lineage.spool import find_spools
 
     _need_spools(spools)
-    roots = [s for given in spools for s in find_spools(given)]
-    if not roots:
+    done = follow_pass(spools, tracking_uri, namespace=namespace, done=set())
+    if not done.found:
         raise PermanentError(f"no lineage records under {', '.join(spools)}")
-    done = follow_pass(roots, tracking_uri, namespace=namespace, done=set())
     sent, left, unreadable = done.sent, done.pending, done.unreadable
     for root, why in done.errors.items():
         err_console.print(f"[yellow]{root}: {why}[/]", highlight=False)

@@ -60,6 +60,8 @@ class Replayer:
 class FollowPass:
     """What one pass of :func:`follow` did."""
 
+    found: int = 0
+    """Spools under the roots."""
     spools: int = 0
     """Spools looked at (of this namespace, not known to be complete)."""
     sent: int = 0
@@ -77,7 +79,9 @@ def follow_pass(
     workflow ended and MLflow has every record): skipped, and added to as more complete.
     ``namespace``: only spools of workflows in it."""
     out = FollowPass()
-    for root in [s for r in roots for s in find_spools(r)]:
+    found = [s for r in roots for s in find_spools(r)]
+    out.found = len(found)
+    for root in found:
         if root in done:
             continue
         spool = Spool(root)
