@@ -1,64 +1,48 @@
 """Step caching: keys from inputs and the digests of the data read; a hit only when the
-outputs verify (:mod:`gangway.caching`), on real files with the local executor."""
+outputs verify (:mod:`gangway.caching`) — the compiled cache check and Argo's ``memoize``,
+run by the local executor on real files (the step: :mod:`tests.cached_step`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hera.workflows import DAG
 
 from gangway import caching
-from gangway.caching import CACHE_ANNOTATION, Cache, max_age_seconds, memoize_key
+from gangway.caching import Cache, max_age_seconds
 from gangway.errors import PermanentError
 from gangway.local import LocalExecutor, workflow_from_template
-
-# A step that reads --data (a file:// directory), writes one file under --out and outputs its
-# URI; every real run appends a line to the run log, so a cached one shows by its absence.
-CODE = (
-    "import sys, pathlib, urllib.parse\n"
-    "a = dict(zip(sys.argv[1::2], sys.argv[2::2]))\n"
-    "data = pathlib.Path(urllib.parse.urlparse(a['--data']).path)\n"
-    "text = ''.join(p.read_text() for p in sorted(data.iterdir()))\n"
-    "out = pathlib.Path(urllib.parse.urlparse(a['--out']).path)\n"
-    "out.mkdir(parents=True, exist_ok=True)\n"
-    "(out / 'result.txt').write_text(text.upper())\n"
-    "open(a['--log'], 'a').write('ran\\n')\n"
-    "pathlib.Path('out').mkdir(exist_ok=True)\n"
-    "pathlib.Path('out/result').write_text(a['--out'])\n"
-)
+from gangway.local._model import NodeResult
+from gangway.pipeline import pipeline
+from gangway.step.interface import DatasetUri
+from tests.cached_step import WORK
+from tests.conftest import REPO
 
 
-def _workflow(data: Path, out: str, log: Path, max_age: str = "720h") -> dict[str, Any]:
-    args = ["--data", str(data.as_uri()), "--out", out, "--log", str(log)]
-    how = {"fingerprint": "f1", "reads": ["--data"], "places": ["--log"]}
-    template = {
-        "name": "work",
-        "metadata": {"annotations": {CACHE_ANNOTATION: json.dumps(how)}},
-        "memoize": {
-            "key": memoize_key("work", args, ["--log"], "f1"),
-            "maxAge": max_age,
-            "cache": {"configMap": {"name": caching.CACHE_CONFIGMAP}},
-        },
-        "container": {"image": "x", "command": ["python", "-c", CODE], "args": args},
-        "outputs": {
-            "parameters": [{"name": "result", "valueFrom": {"path": "/gangway/out/result"}}]
-        },
-    }
-    return {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "WorkflowTemplate",
-        "metadata": {"name": "cached"},
-        "spec": {
-            "entrypoint": "main",
-            "templates": [
-                template,
-                {"name": "main", "dag": {"tasks": [{"name": "w", "template": "work"}]}},
-            ],
-        },
-    }
+def _workflow(data: Path, out: str, log: Path, max_age: str) -> dict[str, Any]:
+    step = dataclasses.replace(WORK, cache=Cache(max_age))
+    with (
+        pipeline("cached", team="research", title="t", description="d", parameters={}) as w,
+        DAG(name="main"),
+    ):
+        step(data=DatasetUri(data.as_uri()), out=out, log=str(log))
+    manifest: dict[str, Any] = w.to_dict()
+    return manifest
+
+
+@dataclasses.dataclass
+class Ran:
+    check: NodeResult
+    step: NodeResult
+
+    @property
+    def cached(self) -> bool:
+        return self.step.cached
 
 
 @pytest.fixture
@@ -78,13 +62,15 @@ def _run(
     out: str = "",
     use_cache: bool = True,
     max_age: str = "720h",
-) -> Any:
+) -> Ran:
     out = out or (state.parent / "outputs" / "v1").as_uri()
-    wf = workflow_from_template(_workflow(data, out, log, max_age))
-    result = LocalExecutor(wf, state, use_cache=use_cache).run()
+    values = {"storage-root": (state / "storage").as_uri(), "mlflow-tracking-uri": ""}
+    wf = workflow_from_template(_workflow(data, out, log, max_age), values)
+    env = {"PYTHONPATH": str(REPO)}
+    result = LocalExecutor(wf, state, use_cache=use_cache, env=env).run()
     assert result.phase == "Succeeded", [(n.name, n.message) for n in result.nodes]
-    (node,) = result.nodes
-    return node
+    nodes = {n.name: n for n in result.nodes}  # and the workflow's exit handler
+    return Ran(nodes["work-cache"], nodes["work"])
 
 
 def _runs(log: Path) -> int:
@@ -95,9 +81,12 @@ def test_a_second_run_on_the_same_data_is_cached(setup: tuple[Path, Path, Path])
     data, state, log = setup
     first = _run(data, state, log)
     assert not first.cached and _runs(log) == 1
+    assert first.check.outputs["verdict"] == "no entry"
     second = _run(data, state, log)
-    assert second.cached and second.outputs == first.outputs and _runs(log) == 1
-    assert second.message.startswith("cached: outputs of cached-")
+    assert second.cached and second.step.outputs == first.step.outputs and _runs(log) == 1
+    assert second.check.outputs["verdict"].startswith("verified: outputs of cached-")
+    assert second.step.message.startswith("cached: outputs of cached-")
+    assert second.check.outputs["key"] == first.check.outputs["key"]
 
 
 def test_a_place_does_not_change_the_key(setup: tuple[Path, Path, Path]) -> None:
@@ -110,9 +99,10 @@ def test_changed_data_under_the_same_uri_runs_again(setup: tuple[Path, Path, Pat
     data, state, log = setup
     _run(data, state, log)
     (data / "b.txt").write_text("there")
-    node = _run(data, state, log)
-    assert not node.cached and _runs(log) == 2
-    out = Path(node.outputs["result"].removeprefix("file://")) / "result.txt"
+    again = _run(data, state, log)
+    assert not again.cached and _runs(log) == 2
+    assert again.check.outputs["verdict"] == "no entry"  # another key: the data differs
+    out = Path(again.step.outputs["result"].removeprefix("file://")) / "result.txt"
     assert out.read_text() == "HELLO THERE"
 
 
@@ -121,28 +111,44 @@ def test_a_cached_output_that_is_gone_or_changed_is_not_used(
     setup: tuple[Path, Path, Path], harm: str
 ) -> None:
     data, state, log = setup
-    node = _run(data, state, log)
-    result = Path(node.outputs["result"].removeprefix("file://")) / "result.txt"
+    first = _run(data, state, log)
+    result = Path(first.step.outputs["result"].removeprefix("file://")) / "result.txt"
     if harm == "deleted":
         result.unlink()
     else:
         result.write_text("tampered")
     again = _run(data, state, log)
     assert not again.cached and _runs(log) == 2
-    assert again.message.startswith("cache entry not used: file://")
+    verdict = again.check.outputs["verdict"]
+    assert verdict.startswith("not used: file://") and verdict.endswith(
+        "no longer exists" if harm == "deleted" else "changed since"
+    )
+    assert again.check.outputs["key"] != first.check.outputs["key"]  # a key no cache holds
     assert result.read_text() == "HELLO WORLD"  # the step ran and wrote it afresh
-    assert _run(data, state, log).cached  # and its new entry verifies
+    assert _run(data, state, log).cached  # and its new record verifies
 
 
 def test_no_cache_runs_and_an_old_entry_is_not_used(setup: tuple[Path, Path, Path]) -> None:
     data, state, log = setup
     _run(data, state, log)
-    node = _run(data, state, log, use_cache=False)
-    assert not node.cached and node.message.startswith("cache skipped (--no-cache)")
+    again = _run(data, state, log, use_cache=False)
+    assert not again.cached and again.step.message.startswith("cache skipped (--no-cache)")
     time.sleep(0.05)
     old = _run(data, state, log, max_age="10ms")
-    assert not old.cached and "older than maxAge" in old.message
+    assert not old.cached and old.check.outputs["verdict"] == "not used: entry older than maxAge"
     assert _runs(log) == 3
+
+
+def test_storage_trouble_costs_a_rerun_never_a_failure(setup: tuple[Path, Path, Path]) -> None:
+    """A record that cannot be read is not used; the step runs and writes a good one."""
+    data, state, log = setup
+    first = _run(data, state, log)
+    record = Path(first.check.outputs["record"].removeprefix("file://"))
+    record.write_text("{not json")
+    again = _run(data, state, log)
+    assert not again.cached and again.check.outputs["verdict"].startswith("not used: unreadable")
+    assert json.loads(record.read_text())["key"] == again.check.outputs["key"]
+    assert _run(data, state, log).cached
 
 
 @pytest.mark.parametrize(
@@ -168,27 +174,6 @@ def test_a_max_age_argo_cannot_read_is_refused() -> None:
         Cache("7d")
 
 
-def test_the_argo_key_hashes_every_argument_but_places() -> None:
-    key = memoize_key(
-        "t",
-        [
-            "--a",
-            "{{inputs.parameters.x}}",
-            "--log",
-            "/tmp/l",
-            "--b",
-            "{{workflow.parameters.storage-root}}/runs/{{workflow.uid}}",
-        ],
-        ["--log"],
-        "fp",
-    )
-    assert key.startswith("t-{{=sprig.sha256sum(") and key.endswith(")}}")
-    assert "inputs.parameters['x']" in key and "workflow.parameters['storage-root']" in key
-    assert "workflow.uid" in key and "/tmp/l" not in key and "--log" not in key
-    with pytest.raises(PermanentError, match=r"tasks\.a\.outputs"):
-        memoize_key("t", ["{{tasks.a.outputs.result}}"], [], "fp")
-
-
 def test_a_step_whose_input_and_output_flags_clash_is_refused() -> None:
     """An output NAME is written with --NAME-out: an input NAME_out would be the same flag."""
     from pydantic import Field
@@ -207,19 +192,88 @@ def test_a_step_whose_input_and_output_flags_clash_is_refused() -> None:
         StepSpec("g", "components.training", In, gang=True, cache=Cache())
 
 
-def test_argo_memoizes_only_what_it_can_key_by_content() -> None:
-    """In the reference pipeline evaluation reads task outputs (the content-addressed corpus,
-    this run's checkpoints): memoized. Staging reads the `source` parameter, external data
-    Argo could key only by URI: not memoized on a cluster, cached by `gangway run` alone."""
+def test_the_reference_pipeline_checks_then_memoizes_staging_and_evaluation() -> None:
+    """Both cacheable steps run after a cache check with their own arguments, and Argo
+    memoizes each on the key its check gives; training, split and inference are not cached."""
     from gangway.compiler import compile_pipeline
-    from tests.conftest import REPO
 
     wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
     t = {x["name"]: x for x in wt["spec"]["templates"]}
-    assert "memoize" not in t["stage"]
-    how = json.loads(t["stage"]["metadata"]["annotations"][CACHE_ANNOTATION])
-    assert how["reads"] == ["--source"] and how["maxAge"] == "720h"
-    memo = t["evaluate"]["memoize"]
-    assert memo["cache"]["configMap"]["name"] == caching.CACHE_CONFIGMAP
-    assert "inputs.parameters['corpus']" in memo["key"] and "workflow.uid" in memo["key"]
+    tasks = {x["name"]: x for x in t["main"]["dag"]["tasks"]}
+    for name in ("stage", "evaluate"):
+        memo = t[name]["memoize"]
+        assert memo["cache"]["configMap"]["name"] == caching.CACHE_CONFIGMAP
+        assert memo["key"] == "{{inputs.parameters.cache-key}}" and memo["maxAge"] == "720h"
+        check = t[f"{name}-cache"]["container"]
+        assert check["command"] == ["python", "-m", "gangway.step.cache_key"]
+        assert check["args"][check["args"].index("--") + 1 :] == t[name]["container"]["args"]
+        assert f"{name}-cache" in tasks[name]["depends"]
+    spec = json.loads(t["stage-cache"]["container"]["args"][1])
+    assert spec["reads"] == ["--source"] and spec["keyed"] == ["--demo-root", "--source"]
+    spec = json.loads(t["evaluate-cache"]["container"]["args"][1])
+    assert spec["keyed"] == ["--checkpoints", "--corpus"]  # by content; --cache-dir: a place
     assert {"train", "split", "infer"}.isdisjoint(n for n in t if "memoize" in t[n])
+
+
+def test_a_cacheable_step_cannot_be_fanned_out() -> None:
+    from gangway.wiring import EACH
+
+    with (
+        pytest.raises(PermanentError, match=r"cacheable step cannot be fanned out"),
+        pipeline("c", team="research", title="t", description="d", parameters={}),
+        DAG(name="main"),
+    ):
+        WORK(data=DatasetUri("file:///d"), out=EACH, log="/l", over=["a"])
+
+
+def test_any_memoized_template_is_memoized_as_argo_does(tmp_path: Path) -> None:
+    """A plain Argo ``memoize`` (not a Gangway step) in a local run: the key as written, a
+    hit while younger than maxAge, and — as on a cluster — no check of what the outputs name."""
+    log = tmp_path / "ran.log"
+    code = (
+        f"import sys, pathlib; open({str(log)!r}, 'a').write('ran\\n'); "
+        "pathlib.Path('out').mkdir(); pathlib.Path('out/x').write_text(sys.argv[1])"
+    )
+
+    def run(x: str, max_age: str = "1h") -> NodeResult:
+        template = {
+            "name": "echo",
+            "inputs": {"parameters": [{"name": "x"}]},
+            "memoize": {
+                "key": "echo-{{inputs.parameters.x}}",
+                "maxAge": max_age,
+                "cache": {"configMap": {"name": "my-cache"}},
+            },
+            "container": {
+                "image": "x",
+                "command": ["python", "-c", code],
+                "args": ["{{inputs.parameters.x}}"],
+            },
+            "outputs": {"parameters": [{"name": "x", "valueFrom": {"path": "/gangway/out/x"}}]},
+        }
+        task = {
+            "name": "e",
+            "template": "echo",
+            "arguments": {"parameters": [{"name": "x", "value": x}]},
+        }
+        wt = {
+            "kind": "WorkflowTemplate",
+            "metadata": {"name": "m"},
+            "spec": {
+                "entrypoint": "main",
+                "templates": [template, {"name": "main", "dag": {"tasks": [task]}}],
+            },
+        }
+        result = LocalExecutor(workflow_from_template(wt), tmp_path / "state").run()
+        (node,) = result.nodes
+        assert node.phase == "Succeeded", node.message
+        return node
+
+    assert not run("a").cached
+    hit = run("a")
+    assert hit.cached and hit.outputs == {"x": "a"}
+    assert (tmp_path / "state" / "cache" / "my-cache" / "echo-a.json").is_file()
+    assert not run("b").cached
+    time.sleep(0.05)
+    assert not run("a", max_age="10ms").cached
+    assert len(log.read_text().splitlines()) == 3

@@ -226,7 +226,7 @@ CASES: list[Any] = [
             {"name": "AWS_SECRET_ACCESS_KEY", "value": "hunter2"}
         ),
         "WorkflowTemplate/train-eval-infer",
-        f"spec.templates[{T['stage']}].container.env[{len(step_env('stage'))}].value",
+        f"spec.templates[{T['stage']}].container.env[{len(step_env('stage')) + 2}].value",  # +cache
         "use valueFrom.secretKeyRef",
         id="literal-secret",
     ),

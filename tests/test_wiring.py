@@ -155,7 +155,11 @@ def test_the_guides_pipeline_compiles_as_written(tmp_path: Path) -> None:
     finally:
         path.unlink()
     tasks = {t["name"]: t for t in wt["spec"]["templates"] if "dag" in t}["main"]["dag"]["tasks"]
-    assert [(t["name"], t.get("depends")) for t in tasks] == [("stage", None), ("split", "stage")]
+    assert [(t["name"], t.get("depends")) for t in tasks] == [
+        ("stage-cache", None),  # staging is cacheable: its cache check runs first
+        ("stage", "stage-cache"),
+        ("split", "stage"),
+    ]
 
 
 def test_none_leaves_a_flag_out_and_fixed_values_are_written_in(tmp_path: Path) -> None:

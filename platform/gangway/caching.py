@@ -1,37 +1,46 @@
 """Step caching: a cacheable step that ran before on the same inputs and the same data is not
-run again; its recorded outputs are used — after checking they are still there, unchanged.
+run again; its outputs are used — after checking they are still there, unchanged.
 
 A step declares itself cacheable (``StepSpec(..., cache=Cache("720h"))``) and says which of its
 inputs are data it **reads** (every typed URI, and fields marked :class:`Reads`) and which are
 only **places** it works in or writes to (fields marked :class:`Place`: not part of what it
 computes). Its key is made of the step's template (command and constant arguments), the image,
-the other inputs by value, and each read input by the **content digest** of the data there
-(:func:`content_digest`), not its URI — so the same checkpoints under another run's prefix are
-the same key, and a dataset republished under the same URI is a new one.
+the code the step runs, the other inputs by value, and each read input by the **content
+digest** of the data there (:func:`content_digest`), not its URI — so the same checkpoints
+under another run's prefix are the same key, and a dataset republished under the same URI is a
+new one.
 
-Where it applies:
+How it runs, the same on a cluster and in ``gangway run`` (which executes the compiled
+manifest):
 
-* ``gangway run`` keeps the keys in its state directory (``cache/``) and, on a hit, verifies
-  that every output that is a storage URI still holds the data with the digest recorded when
-  the entry was made; data deleted or changed means the step runs again (``--no-cache``:
-  always). The run's summary marks the step ``cached``.
-* On a cluster the template compiles to Argo's ``memoize`` (a ConfigMap cache, ``maxAge``)
-  when every read input comes from another task. Argo sees only the input values, not the data
-  behind them, so its key hashes the read inputs by URI: exact for content-addressed data (the
-  corpus lives under ``corpora/<digest>``), and for per-run locations (a run's checkpoints) a
-  hit only within the same workflow (a retry). A step reading external data (a parameter, a
-  constant URI) is not memoized: data republished under the same URI would get old outputs.
-  Argo does not verify a memoized output still exists.
+1. A **cache check** task runs first (:mod:`gangway.step.cache_key`, template ``STEP-cache``,
+   with the step's own arguments). It computes the key and looks for the step's **record**
+   under ``STORAGE_ROOT/cache/STEP/KEY.json``: what the step gave when it last ran on that key
+   and the digest of every storage URI among its outputs. When the record is young enough
+   (``maxAge``) and every output still holds its recorded digest, the check outputs the
+   record's memoize key; otherwise (no record, data deleted or changed, too old, storage
+   unreachable) a **fresh** key, which no cache holds, and says why.
+2. The step's template has Argo's ``memoize`` on that key (ConfigMap ``gangway-step-cache``,
+   ``maxAge``): a verified key is a hit and the step does not run; a fresh key is a miss, the
+   step runs and, as it writes its outputs (:meth:`~gangway.step.interface.StepSpec.
+   write_outputs`), writes its record under the memoize key it was given.
+
+So a hit never returns outputs whose data is gone or changed: Argo's memoize cannot check
+that itself, and the check task does it before Argo looks. ``gangway run`` keeps its memoize
+cache in the state directory (``cache/``) and marks hits ``cached``; ``--no-cache`` skips it.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
+import os
 import re
+import sys
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,31 +48,33 @@ from typing import Any
 from gangway.errors import PermanentError
 
 __all__ = [
-    "CACHE_ANNOTATION",
     "CACHE_CONFIGMAP",
+    "ENV_CACHE_KEY",
+    "ENV_CACHE_RECORD",
     "Cache",
-    "CacheEntry",
+    "CacheRecord",
     "Place",
     "Reads",
     "cache_key",
+    "check_record",
     "code_digest",
     "content_digest",
     "fingerprint",
-    "keyed_args",
-    "lookup",
-    "memoize_key",
+    "keyed_flags",
+    "keyed_values",
     "read_digest",
-    "save",
+    "record_outputs",
     "storage_uris",
-    "template_fields",
+    "write_record",
 ]
 
 CACHE_CONFIGMAP = "gangway-step-cache"
 """The ConfigMap (in the workflow's namespace) Argo keeps memoized step outputs in."""
-CACHE_ANNOTATION = "gangway.dev/cache"
-"""On a cacheable template's pod metadata: which inputs are read and which are places (JSON),
-so ``gangway run`` keys the compiled template exactly as the step declared it."""
-_VERSION = "1"
+ENV_CACHE_KEY = "GANGWAY_CACHE_KEY"
+"""A cacheable step's memoize key, from its cache check: the record is written under it."""
+ENV_CACHE_RECORD = "GANGWAY_CACHE_RECORD"
+"""Where a cacheable step writes its record (a storage URI; empty: write none)."""
+_VERSION = "2"
 """Bumped when the key's make-up changes: every older entry then misses."""
 
 
@@ -108,110 +119,45 @@ def max_age_seconds(text: str) -> float:
     return sum(float(n) * scale[u] for n, u in parts)
 
 
-def keyed_args(args: list[str], places: Collection[str]) -> list[str]:
-    """The arguments that make a step's key: all but each place flag and its value."""
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-        elif a in places:
-            skip = True
-        else:
-            out.append(a)
-    return out
-
-
-_PLACEHOLDER = re.compile(r"\{\{\s*([\w.-]+)\s*\}\}")
-
-
-def _expr(name: str) -> str:
-    """A ``{{…}}`` variable as an Argo expression term (subscripts for hyphenated names)."""
-    for prefix in ("workflow.parameters.", "inputs.parameters."):
-        if name.startswith(prefix):
-            return f"{prefix[:-1]}['{name.removeprefix(prefix)}']"
-    if name in ("workflow.uid", "workflow.name", "workflow.namespace"):
-        return name
-    raise PermanentError(
-        f"{{{{{name}}}}}: a cacheable step's arguments may use workflow and input parameters, "
-        "workflow.uid, .name and .namespace (its key must be computable before it runs)"
-    )
-
-
-def _quoted(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def memoize_key(template: str, args: list[str], places: Collection[str], fp: str) -> str:
-    """Argo's ``memoize.key``: ``TEMPLATE-<sha256>`` over the key's version, the template's
-    fingerprint, the image and every non-place argument as Argo resolves it (a ConfigMap key
-    allows only ``[-._a-zA-Z0-9]``, hence the hash)."""
-    terms = [_quoted(f"{_VERSION}|{fp}|"), "workflow.parameters['image']"]
-    for arg in keyed_args(args, places):
-        terms.append(_quoted("|"))
-        pos = 0
-        for m in _PLACEHOLDER.finditer(arg):
-            if m.start() > pos:
-                terms.append(_quoted(arg[pos : m.start()]))
-            terms.append(_expr(m.group(1)))
-            pos = m.end()
-        if pos < len(arg):
-            terms.append(_quoted(arg[pos:]))
-    return f"{template}-{{{{=sprig.sha256sum({' + '.join(terms)})}}}}"
-
-
-def template_fields(
-    template: str,
-    command: list[str],
-    args: list[str],
-    cache: Cache,
-    roles: Mapping[str, str],
-    *,
-    argo: bool = True,
-) -> dict[str, Any]:
-    """A cacheable container template's Hera fields: the annotation (JSON) that tells
-    ``gangway run`` how it keys its arguments (``roles``: flag → ``read`` or ``place``) and,
-    when ``argo``, Argo's ``memoize``. Pass ``argo=False`` when a read input is external data
-    (a workflow parameter or a constant URI): Argo could key it only by its URI, and data
-    republished under the same URI would get the old outputs."""
-    from hera.workflows import models as m  # only when compiling: steps import this module
-
-    fp = fingerprint(command, args)
-    places = sorted(f for f, r in roles.items() if r == "place")
-    how = {
-        "fingerprint": fp,
-        "reads": sorted(f for f, r in roles.items() if r == "read"),
-        "places": places,
-        "maxAge": cache.max_age,
+def keyed_flags(args: Sequence[str], roles: Mapping[str, str]) -> list[str]:
+    """The flags of a template's ``args`` whose values make its key beyond its fingerprint:
+    every read flag (its data is keyed by content, even at a constant URI) and every other
+    flag, not a place, whose value varies (has a ``{{…}}``). Constant values are in the
+    fingerprint already — and a local run maps ``/gangway/`` paths to per-run directories."""
+    flags = {
+        a
+        for a, value in itertools.pairwise(args)
+        if a.startswith("--") and roles.get(a) != "place" and "{{" in value
     }
-    fields: dict[str, Any] = {"annotations": {CACHE_ANNOTATION: json.dumps(how, sort_keys=True)}}
-    if argo:
-        fields["memoize"] = m.Memoize(
-            key=memoize_key(template, args, places, fp),
-            max_age=cache.max_age,
-            cache=m.Cache(config_map=m.LocalObjectReference(name=CACHE_CONFIGMAP)),
-        )
-    return fields
+    return sorted(flags | {f for f, r in roles.items() if r == "read"})
 
 
-def cache_key(fp: str, image: str, args: list[str], places: Collection[str], code: str = "") -> str:
-    """The local key: as :func:`memoize_key`, over ``args`` as resolved for this node, where
-    the caller has put each read input's content digest in place of its URI, and ``code``, the
-    digest of the code the step runs here (:func:`code_digest`)."""
-    material = json.dumps([_VERSION, fp, image, keyed_args(args, places), code])
+def keyed_values(args: Sequence[str], flags: Collection[str]) -> list[str]:
+    """Each of ``flags`` in ``args`` with its value (``[flag, value, …]``, in order)."""
+    return [x for a, v in itertools.pairwise(args) if a in flags for x in (a, v)]
+
+
+def cache_key(fp: str, image: str, keyed: list[str], code: str = "") -> str:
+    """A step's key (hex): its template's fingerprint, the image, the keyed flags and their
+    values as resolved for this task (:func:`keyed_values`; each read input's content digest
+    put in place of its URI by the caller) and ``code``, the digest of the code the step runs
+    (:func:`code_digest`)."""
+    material = json.dumps([_VERSION, fp, image, keyed, code])
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def fingerprint(command: list[str], args: list[str]) -> str:
+def fingerprint(command: list[str], args: list[str], roles: Mapping[str, str]) -> str:
     """What a template computes, as far as its text says: its command and arguments (inputs
-    still as placeholders), hashed."""
-    return hashlib.sha256(json.dumps([command, args]).encode()).hexdigest()[:16]
+    still as placeholders), less the value of each place flag (``roles``), hashed."""
+    text = [v for i, v in enumerate(args) if not (i and roles.get(args[i - 1]) == "place")]
+    return hashlib.sha256(json.dumps([command, text]).encode()).hexdigest()[:16]
 
 
 @functools.cache
 def code_digest(module: str) -> str:
-    """The digest of the Python source a step runs here: its module's top-level package and
-    Gangway's own, so that editing either is a new key for ``gangway run`` (on a cluster the
-    code is the image's: pin images by digest, and a new build is a new key)."""
+    """The digest of the Python source a step runs: its module's top-level package and
+    Gangway's own, as installed where the cache check runs (the image, on a cluster), so that
+    editing either is a new key."""
     import importlib.util
 
     h = hashlib.sha256()
@@ -307,17 +253,20 @@ def content_digest(uri: str) -> str | None:
     return listing_digest(files)
 
 
-# ---- the local store -----------------------------------------------------------------------
+
+
+# ---- records -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class CacheEntry:
-    """What a cached step gave: its outputs, the digest of each storage URI among them, and
-    which run made it, when."""
+class CacheRecord:
+    """What a cached step gave under a memoize key: its outputs, the digest of each storage
+    URI among them, and which workflow made it, when."""
 
+    key: str
     outputs: dict[str, str]
     digests: dict[str, str | None]
-    run: str
+    workflow: str
     created: float
 
     def verify(self) -> str | None:
@@ -329,37 +278,54 @@ class CacheEntry:
         return None
 
 
-def _path(state_dir: Path, template: str, key: str) -> Path:
-    return state_dir / "cache" / f"{template}-{key}.json"
+def check_record(uri: str, max_age: float) -> tuple[CacheRecord | None, str]:
+    """The record at ``uri`` if it is young enough and its outputs verify, else why not."""
+    from gangway import storage
 
-
-def lookup(
-    state_dir: Path, template: str, key: str, max_age: float
-) -> tuple[CacheEntry | None, str]:
-    """The entry for ``key`` if it is young enough and its outputs verify, with why not."""
-    path = _path(state_dir, template, key)
-    if not path.is_file():
+    if not storage.exists(uri):
         return None, "no entry"
     try:
-        raw: dict[str, Any] = json.loads(path.read_text())
-        entry = CacheEntry(
+        raw: dict[str, Any] = json.loads(storage.read_bytes(uri))
+        record = CacheRecord(
+            key=str(raw["key"]),
             outputs=dict(raw["outputs"]),
             digests=dict(raw["digests"]),
-            run=str(raw["run"]),
+            workflow=str(raw["workflow"]),
             created=float(raw["created"]),
         )
     except (ValueError, KeyError, TypeError):
-        return None, f"unreadable entry {path}"
-    if time.time() - entry.created > max_age:
+        return None, f"unreadable entry {uri}"
+    if time.time() - record.created > max_age:
         return None, "entry older than maxAge"
-    why = entry.verify()
-    return (None, why) if why else (entry, "")
+    why = record.verify()
+    return (None, why) if why else (record, "")
 
 
-def save(state_dir: Path, template: str, key: str, outputs: Mapping[str, str], run: str) -> None:
-    """Record a step's outputs under ``key`` with the digests of the data they name."""
-    from gangway.storage import write_atomic
+def write_record(uri: str, key: str, outputs: Mapping[str, str], workflow: str) -> None:
+    """Record a step's outputs under memoize ``key`` with the digests of the data they name."""
+    from gangway import storage
 
     digests = {u: content_digest(u) for v in outputs.values() for u in storage_uris(v)}
-    doc = {"outputs": dict(outputs), "digests": digests, "run": run, "created": time.time()}
-    write_atomic(_path(state_dir, template, key), (json.dumps(doc, indent=1) + "\n").encode())
+    doc = {
+        "key": key,
+        "outputs": dict(outputs),
+        "digests": digests,
+        "workflow": workflow,
+        "created": time.time(),
+    }
+    storage.write_bytes(uri, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+
+
+def record_outputs(outputs: Mapping[str, str]) -> None:
+    """In a cacheable step that was given a record to write (:data:`ENV_CACHE_RECORD`): write
+    it. A record that cannot be written costs a rerun next time, never this step."""
+    uri, key = os.environ.get(ENV_CACHE_RECORD, ""), os.environ.get(ENV_CACHE_KEY, "")
+    if not (uri and key):
+        return
+    from gangway.contract import WORKFLOW_IDENTITY_ENV
+
+    workflow = os.environ.get(WORKFLOW_IDENTITY_ENV["name"], "")
+    try:
+        write_record(uri, key, outputs, workflow)
+    except Exception as e:  # storage trouble: the step's own outputs are written
+        print(f"warning: cache record not written ({type(e).__name__}: {e})", file=sys.stderr)

@@ -24,7 +24,7 @@ from typing import Any
 from hera.workflows import Container, EmptyDirVolume, Parameter, Resource, WorkflowTemplate
 from hera.workflows import models as m
 
-from gangway.caching import Cache, template_fields
+from gangway.caching import Cache
 from gangway.config import PlatformConfig
 from gangway.contract import (
     OUT_DIR,
@@ -39,6 +39,7 @@ from gangway.contract import (
     step_env,
 )
 from gangway.errors import PermanentError, closest
+from gangway.memoize import KEY_INPUT, RECORD_INPUT, memoized
 from gangway.params import SCHEMA_ANNOTATION, PipelineParams, argo_parameters, schema_json
 from gangway.retries import StepKind, retry_strategy
 from gangway.volcano.job import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
@@ -269,30 +270,27 @@ def step(
     kind: StepKind = "io",
     requests: Mapping[str, str] | None = None,
     cache: Cache | None = None,
-    cache_roles: Mapping[str, str] | None = None,
-    memoize: bool = True,
 ) -> Container:
     """A container step: ``python -m MODULE ARGS`` with the platform's defaults.
 
     ``inputs`` are the template's input parameters (use them in ``args`` as
     ``{{inputs.parameters.NAME}}``); each of ``outputs`` is read from ``/gangway/out/NAME``.
-    ``cache`` makes it cacheable (:mod:`gangway.caching`); ``cache_roles`` says which flags
-    are ``read`` (their data keyed by content) or ``place`` (not keyed); ``memoize=False``
-    leaves Argo's ``memoize`` out (a read input is external data: see
-    :func:`gangway.caching.template_fields`).
+    ``cache`` makes it cacheable: Argo's ``memoize`` on the key its cache-check task gives it
+    (two more inputs, see :mod:`gangway.memoize`).
     """
     _check_module(name, module)
     req = dict(requests or REQUESTS)
+    env = _tracking_env(name)
     memo: dict[str, Any] = {}
     if cache is not None:
-        command = ["python", "-m", module]
-        memo = template_fields(name, command, list(args), cache, cache_roles or {}, argo=memoize)
+        memo["memoize"], cache_env = memoized(cache)
+        env, inputs = [*env, *cache_env], [*inputs, KEY_INPUT, RECORD_INPUT]
     return Container(
         name=name,
         image="{{workflow.parameters.image}}",
         command=["python", "-m", module],
         args=list(args),
-        env=_tracking_env(name),
+        env=env,
         inputs=[Parameter(name=i) for i in inputs],
         outputs=_outputs(outputs),
         resources=m.ResourceRequirements(requests=req, limits={"memory": req["memory"]}),

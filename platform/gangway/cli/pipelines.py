@@ -58,7 +58,7 @@ def _table(nodes: Sequence[object], title: str) -> Table:
     for n in nodes:
         assert isinstance(n, NodeResult)
         style = _STYLE.get(n.phase, "")
-        detail = ", ".join(f"{k}={_short(v)}" for k, v in n.outputs.items()) or n.message
+        detail = _detail(n)
         table.add_row(
             n.name,
             "[cyan]cached[/]" if n.cached else f"[{style}]{n.phase}[/]",
@@ -67,6 +67,16 @@ def _table(nodes: Sequence[object], title: str) -> Table:
             detail,
         )
     return table
+
+
+def _detail(n: NodeResult) -> str:
+    """A node's outputs (those not empty), or its message; a cache check's verdict."""
+    from gangway.memoize import CHECK_SUFFIX
+
+    if n.outputs.get("verdict") and n.template.endswith(CHECK_SUFFIX):
+        return f"cache check: {n.outputs['verdict']}"
+    shown = ", ".join(f"{k}={_short(v)}" for k, v in n.outputs.items() if v.strip())
+    return shown or n.message
 
 
 def _short(v: str, n: int = 60) -> str:

@@ -1,72 +1,46 @@
-"""Step caching in a local run (:mod:`gangway.caching`): a node's key from its template and
-resolved arguments, read inputs replaced by the digest of their data."""
+"""Argo's ``memoize`` in a local run: a node of a memoized template whose key has an entry
+young enough (``maxAge``) is not run; it gets the outputs saved with the entry.
+
+Entries live in ``state_dir/cache/CONFIGMAP/KEY.json``, as Argo keeps them in the ConfigMap
+the template names. As on a cluster, an entry is not checked against the data its outputs
+name: a Gangway step's cache check does that before the key is chosen
+(:mod:`gangway.caching`)."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gangway import caching
 from gangway.argo.substitution import substitute
-from gangway.caching import (
-    CACHE_ANNOTATION,
-    cache_key,
-    code_digest,
-    fingerprint,
-    max_age_seconds,
-    read_digest,
-)
+from gangway.caching import max_age_seconds
 from gangway.local._model import NodeResult
+from gangway.storage import write_atomic
 
-__all__ = ["NodeCache", "NodeKey", "node_key"]
+__all__ = ["NodeCache", "NodeKey"]
 
-NodeKey = tuple[str, float]
-"""A node's cache key and the age (seconds) past which an entry is not used."""
-
-
-class _Undigestable(Exception):
-    """The data a node reads could not be digested: it has no key this time."""
+_CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+"""What Argo's ConfigMap cache accepts as a key."""
 
 
-def node_key(template: Mapping[str, Any], scope: Mapping[str, str], where: str) -> NodeKey | None:
-    """The key of a node of a cacheable template (``memoize``, or Gangway's cache
-    annotation), or None for a template that is neither.
+@dataclass(frozen=True)
+class NodeKey:
+    """Where a node's entry lives, and the age (seconds) past which it is not used."""
 
-    A Gangway step's annotation says which flags read data (keyed by the data's digest) and
-    which are places (not keyed); any other memoized template is keyed by all its arguments."""
-    memo = template.get("memoize") or {}
-    body = template.get("container") or template.get("script")
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
-    how: dict[str, Any] = json.loads(annotations.get(CACHE_ANNOTATION) or "{}")
-    if not (memo or how) or not body:  # a Gangway step reading external data has no memoize
-        return None
-    command = [str(c) for c in body.get("command") or []]
-    raw = [str(a) for a in body.get("args") or []]
-    reads, places = set(how.get("reads", [])), set(how.get("places", []))
-    args = [substitute(a, scope, where=where) for a in raw]  # an unknown variable: the run's
-    try:
-        args = [read_digest(v) if i and raw[i - 1] in reads else v for i, v in enumerate(args)]
-    except Exception as e:  # storage unreachable, a bad manifest: no key, the step runs
-        raise _Undigestable(f"{type(e).__name__}: {e}") from None
-    if "source" in body:  # a script's code is part of what it computes
-        args.append(substitute(str(body["source"]), scope, where=where))
-    fp = str(how.get("fingerprint") or fingerprint(command, raw))
-    module = command[2] if command[:2] == ["python", "-m"] and len(command) > 2 else ""
-    code = code_digest(module) if module else ""
-    key = cache_key(fp, scope.get("workflow.parameters.image", ""), args, places, code)
-    max_age = max_age_seconds(str(memo.get("maxAge") or how.get("maxAge", ""))) or math.inf
-    return key, max_age
+    path: Path
+    max_age: float
 
 
 @dataclass(frozen=True)
 class NodeCache:
-    """The run's use of the cache in ``state_dir/cache``; ``enabled=False`` (``--no-cache``)
-    runs every node and refreshes its entry. Never fails a node: what goes wrong with the
-    cache is said in the node's message and costs a rerun at most."""
+    """The run's use of the memoize cache in ``state_dir/cache``; ``enabled=False``
+    (``--no-cache``) runs every node and refreshes its entry. Never fails a node: what goes
+    wrong with the cache is said in the node's message and costs a rerun at most."""
 
     state_dir: Path
     run: str
@@ -75,33 +49,43 @@ class NodeCache:
     def key(
         self, template: Mapping[str, Any], scope: Mapping[str, str], node: NodeResult
     ) -> NodeKey | None:
-        """The node's key; None without ``memoize``, or when the data it reads cannot be
-        digested (the step runs, and says what is wrong with it)."""
-        try:
-            return node_key(template, scope, f"task {node.name}")
-        except _Undigestable as e:
-            node.message = f"not cached: the data it reads could not be digested ({e})"
+        """The node's entry; None for a template without ``memoize``, or whose key is not
+        one Argo accepts (the node runs, and says so)."""
+        memo = template.get("memoize") or {}
+        if not memo:
             return None
+        key = substitute(str(memo.get("key", "")), scope, where=f"task {node.name} memoize.key")
+        if not _CONFIGMAP_KEY.fullmatch(key):
+            node.message = f"not memoized: key {key[:80]!r} is not a ConfigMap key"
+            return None
+        configmap = str(((memo.get("cache") or {}).get("configMap") or {}).get("name", "cache"))
+        max_age = max_age_seconds(str(memo.get("maxAge") or "")) or math.inf
+        return NodeKey(self.state_dir / "cache" / configmap / f"{key}.json", max_age)
 
     def hit(self, node: NodeResult, key: NodeKey) -> bool:
-        """Give ``node`` the outputs of a verified entry (True), or say why none was used."""
+        """Give ``node`` the outputs of an entry young enough (True), or say why none was."""
         if not self.enabled:
             node.message = "cache skipped (--no-cache)"
             return False
-        try:
-            entry, why = caching.lookup(self.state_dir, node.template, *key)
-        except Exception as e:  # storage unreachable, say: run the step, which will tell
-            entry, why = None, f"could not be verified ({type(e).__name__}: {e})"
-        if entry is None:
-            if why != "no entry":  # data deleted or changed, too old: worth saying
-                node.message = f"cache entry not used: {why}"
+        if not key.path.is_file():
             return False
-        node.phase, node.cached, node.outputs = "Succeeded", True, dict(entry.outputs)
-        node.message = f"cached: outputs of {entry.run} (key {key[0][:12]})"
+        try:
+            entry: dict[str, Any] = json.loads(key.path.read_text())
+            outputs = {str(k): str(v) for k, v in dict(entry["outputs"]).items()}
+            created, run = float(entry["created"]), str(entry.get("run", ""))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            node.message = f"memoized entry not used: unreadable ({type(e).__name__})"
+            return False
+        if time.time() - created > key.max_age:
+            node.message = "memoized entry not used: older than maxAge"
+            return False
+        node.phase, node.cached, node.outputs = "Succeeded", True, outputs
+        node.message = f"cached: outputs of {run or 'an earlier run'} (key {key.path.stem[:40]})"
         return True
 
     def save(self, node: NodeResult, key: NodeKey) -> None:
+        doc = {"outputs": dict(node.outputs), "run": self.run, "created": time.time()}
         try:
-            caching.save(self.state_dir, node.template, key[0], node.outputs, self.run)
-        except Exception as e:  # a cache that cannot be written costs a rerun, no more
-            node.message = f"not cached ({type(e).__name__}: {e}); {node.message}".rstrip("; ")
+            write_atomic(key.path, (json.dumps(doc, indent=1) + "\n").encode())
+        except OSError as e:  # a cache that cannot be written costs a rerun, no more
+            node.message = f"not memoized ({type(e).__name__}: {e}); {node.message}".rstrip("; ")

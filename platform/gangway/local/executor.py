@@ -102,9 +102,9 @@ class LocalExecutor:
         """``previous``: the nodes of an earlier run of this workflow (``gangway retry``); those
         that succeeded are not run again, their recorded outputs are used. ``grace``: seconds
         between SIGTERM and SIGKILL when a step, a gang pod or the whole run is stopped.
-        ``use_cache``: a ``memoize`` step whose key has a verified entry in
-        ``state_dir/cache`` is not run (:mod:`gangway.caching`); without it every step runs
-        (and refreshes its entry)."""
+        ``use_cache``: a ``memoize`` step whose key has an entry younger than its ``maxAge``
+        in ``state_dir/cache`` is not run, as Argo does (:mod:`gangway.local._cache`);
+        without it every step runs (and refreshes its entry)."""
         check_supported(workflow)
         self.wf = workflow
         self.spec: dict[str, Any] = dict(workflow["spec"])

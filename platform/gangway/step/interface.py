@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import core_schema
 
-from gangway.caching import Cache, Place, Reads
+from gangway.caching import Cache, Place, Reads, record_outputs
 from gangway.errors import PermanentError
 
 if TYPE_CHECKING:
@@ -276,12 +276,19 @@ class StepSpec:
             raise PermanentError("; ".join(every)) from None
 
     def write_outputs(self, args: argparse.Namespace, outputs: Outputs) -> None:
-        """Each output to its ``--FIELD-out`` file, when one was given."""
-        for name, value in outputs.model_dump().items():
+        """Each output to its ``--FIELD-out`` file, when one was given; and, for a cacheable
+        step given a record to write by its cache check, the record (:mod:`gangway.caching`)."""
+        texts = {
+            name: value if isinstance(value, str) else _json(value)
+            for name, value in outputs.model_dump().items()
+        }
+        for name, text in texts.items():
             path = getattr(args, f"{name}_out", None)
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(value if isinstance(value, str) else _json(value))
+                path.write_text(text)
+        if self.cache is not None:
+            record_outputs(texts)
 
     def __call__(self, *, name: str | None = None, **wiring: Any) -> Any:
         """In a pipeline: a task running this step with ``wiring`` (:mod:`gangway.wiring`)."""

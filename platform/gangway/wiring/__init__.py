@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from gangway.contract import OUT_DIR
 from gangway.contract import SCRATCH as SCRATCH_DIR
 from gangway.errors import PermanentError, closest
+from gangway.memoize import CHECK_MODULE, CHECK_OUTPUTS, check_args, check_name, step_arguments
 from gangway.params import argo_text
 from gangway.step.interface import GangInputs, StepSpec, flag_of, kebab
 from gangway.wiring.types import constant_problem, element_of, fits, type_name
@@ -178,11 +179,18 @@ def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
     missing = [n for n, f in fields.items() if f.is_required() and n not in wiring]
     if missing:
         raise PermanentError(f"{where}: give {', '.join(missing)} (required by {spec.name})")
+    if spec.cache is not None and over is not None:
+        raise PermanentError(
+            f"{where}: a cacheable step cannot be fanned out (over=): its cache check runs "
+            "once per task; drop over= or make the step uncached"
+        )
     _check_over(where, over, wiring)
     for key, value in wiring.items():
         _check(where, key, fields[key], value, over)
     _check_name(where, name)
-    task = _task(spec, name, wiring, over)
+    if spec.cache is not None:
+        _check_name(where, check_name(name))
+    check, task = _task(spec, name, wiring, over)
     producers = [v.producer for v in wiring.values() if isinstance(v, Ref) and v.producer]
     for before in after if isinstance(after, list | tuple) else [after]:
         if not isinstance(before, TaskRef):
@@ -191,7 +199,11 @@ def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
     if isinstance(over, Ref) and over.producer is not None:
         producers.append(over.producer)
     for producer in {id(p): p for p in producers}.values():
+        if check is not None:
+            producer >> check
         producer >> task
+    if check is not None:
+        check >> task
     return TaskRef(name, spec, task, dict(wiring), fanned=over is not None)
 
 
@@ -277,9 +289,12 @@ def _text(value: Any) -> str:
     return value.expr if isinstance(value, Ref) else argo_text(value)
 
 
-def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Task:
+def _task(
+    spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any
+) -> tuple[Task | None, Task]:
     """The template (its inputs: what varies by run or by task; the rest written in) and the
-    DAG task passing them."""
+    DAG task passing them; before it, for a cacheable step, its cache check's task
+    (:mod:`gangway.memoize`)."""
     from gangway.pipeline import gang_step, step
 
     passed = {k: v for k, v in wiring.items() if isinstance(v, Ref) and not v.inline}
@@ -303,12 +318,6 @@ def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Ta
     else:
         outs = list(spec.outputs.model_fields)
         args += [a for o in outs for a in (f"{flag_of(o)}-out", f"{OUT_DIR}/{o}")]
-        roles = spec.cache_roles()
-        external = [  # data from outside the workflow: Argo could only key it by its URI
-            k
-            for k in wiring
-            if roles.get(k) == "read" and not (isinstance(wiring[k], Ref) and wiring[k].producer)
-        ]
         template = step(
             name,
             module=spec.module,
@@ -318,9 +327,23 @@ def _task(spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any) -> Ta
             kind=spec.kind,
             requests=spec.requests,
             cache=spec.cache,
-            cache_roles={flags[k]: roles[k] for k in wiring if k in flags},
-            memoize=not external,
         )
     arguments = {names[k]: _text(v) for k, v in passed.items()}
     with_param = over.expr if isinstance(over, Ref) else None
-    return Task(name=name, template=template, arguments=arguments, with_param=with_param)
+    check = None
+    if spec.cache is not None:
+        roles = spec.cache_roles()
+        spec_args = check_args(
+            name, spec.module, args, spec.cache, {flags[k]: roles[k] for k in wiring if k in flags}
+        )
+        checker = step(
+            check_name(name),
+            module=CHECK_MODULE,
+            args=spec_args,
+            inputs=list(names.values()),
+            outputs=list(CHECK_OUTPUTS),
+        )
+        check = Task(name=check_name(name), template=checker, arguments=dict(arguments))
+        arguments.update(step_arguments(name))
+    task = Task(name=name, template=template, arguments=arguments, with_param=with_param)
+    return check, task
