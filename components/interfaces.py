@@ -27,7 +27,19 @@ from gangway.step.interface import (
 )
 from gangway.storage import DEFAULT_WORKERS
 
-__all__ = ["EVALUATE", "INFER", "SPLIT", "STAGE", "TRAIN", "Shard"]
+__all__ = [
+    "DISCOVER",
+    "EVALUATE",
+    "GATE",
+    "INFER",
+    "REPORT",
+    "SCORE",
+    "SPLIT",
+    "STAGE",
+    "TRAIN",
+    "EvalPair",
+    "Shard",
+]
 
 CacheDir = Annotated[
     Path | None, Place(), Field(None, description="local cache for fetched data and checkpoints")
@@ -162,3 +174,67 @@ EVALUATE = StepSpec(
     kind="compute",
     cache=Cache("720h"),  # the same checkpoints scored on the same corpus score the same
 )
+
+
+# ---- nightly evals (components.nightly) ----------------------------------------------------
+
+
+class EvalPair(BaseModel):
+    """One evaluation due tonight: a model version on a suite (an item of the fan-out)."""
+
+    candidate: str
+    checkpoint: CheckpointUri
+    suite: str
+
+
+class NightlyInputs(Inputs):
+    model: str = Field(min_length=1, description="the registered model whose versions are scored")
+    suites: str = Field(description="the eval suites (JSON, compiled in from pipelines/suites)")
+
+
+class DiscoverInputs(NightlyInputs):
+    limit: int = Field(
+        0, ge=0, description="at most this many evaluations a suite a night (0: all)"
+    )
+
+
+class DiscoverOutputs(Outputs):
+    pending: list[EvalPair] = Field(description="what has not been scored yet")
+
+
+DISCOVER = StepSpec(
+    "discover", "components.nightly", DiscoverInputs, DiscoverOutputs, command=("discover",)
+)
+
+
+class ScoreInputs(Inputs):
+    candidate: str = Field(description="the model version (NAME/VERSION)")
+    checkpoint: CheckpointUri = Field(description="its checkpoint")
+    suite: str = Field(description="the suite's name")
+    suites: str = Field(description="the eval suites (JSON)")
+    storage_root: str = Field(description="where a suite's relative dataset URI is resolved")
+    cache_dir: CacheDir
+
+
+class ScoreOutputs(Outputs):
+    metrics: str = Field(description="the metrics (JSON)")
+
+
+SCORE = StepSpec(
+    "score", "components.nightly", ScoreInputs, ScoreOutputs, command=("score",), kind="compute"
+)
+
+
+class ReportOutputs(Outputs):
+    summary: str = Field(description="the night's summary (Markdown)")
+    regressions: str = Field(description="version → the suites it regressed on (JSON)")
+
+
+REPORT = StepSpec("report", "components.nightly", NightlyInputs, ReportOutputs, command=("report",))
+
+
+class GateInputs(Inputs):
+    regressions: str = Field(description="version → the suites it regressed on (JSON)")
+
+
+GATE = StepSpec("gate", "components.nightly", GateInputs, NoOutputs, command=("gate",))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gangway.compiler import compile_pipeline, to_yaml
+from gangway.compiler import compile_documents, compile_pipeline, to_yaml
 from tests.conftest import REPO
 
 PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.startswith("_"))
@@ -21,7 +21,7 @@ PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.st
 @pytest.mark.parametrize("path", PIPELINES, ids=[p.stem for p in PIPELINES])
 def test_pipeline_matches_golden(path: Path) -> None:
     golden = path.with_suffix(".yaml")
-    text = to_yaml(compile_pipeline(path))
+    text = to_yaml(compile_documents(path))
     if os.environ.get("GANGWAY_UPDATE_GOLDEN") == "1" and not os.environ.get("CI"):
         golden.write_text(text)
     assert golden.is_file(), f"no golden file {golden.name}; set GANGWAY_UPDATE_GOLDEN=1 once"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gangway.compiler import compile_pipeline
+from gangway.compiler import compile_documents, compile_pipeline
 from gangway.contract import step_env
 from gangway.lint import CrdSchemas, Finding, lint_manifest
 from tests.conftest import REPO
@@ -43,7 +43,9 @@ def compiled() -> dict[str, Any]:
 
 @pytest.mark.parametrize("path", PIPELINES, ids=[p.stem for p in PIPELINES])
 def test_every_pipeline_lints_clean(path: Path, schemas: CrdSchemas) -> None:
-    findings = lint_manifest(compile_pipeline(path), schemas)
+    """Every object a pipeline file compiles to: its template and any CronWorkflow."""
+    docs = compile_documents(path)
+    findings = [f for doc in docs for f in lint_manifest(doc, schemas)]
     assert findings == [], "\n".join(map(str, findings))
 
 

@@ -253,8 +253,6 @@ def content_digest(uri: str) -> str | None:
     return listing_digest(files)
 
 
-
-
 # ---- records -------------------------------------------------------------------------------
 
 

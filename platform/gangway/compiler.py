@@ -14,16 +14,25 @@ from gangway.errors import GangwayError, NotFoundError, PermanentError, closest
 
 __all__ = [
     "check_parameter_names",
+    "compile_documents",
     "compile_pipeline",
     "declared_parameters",
     "import_root",
+    "load_objects",
     "load_pipeline",
     "to_yaml",
 ]
 
 
 def load_pipeline(path: Path) -> Any:
-    """Import ``path`` and return the one Hera WorkflowTemplate/Workflow/CronWorkflow it defines."""
+    """Import ``path`` and return the one Hera WorkflowTemplate/Workflow (or CronWorkflow) it
+    defines."""
+    return load_objects(path)[0]
+
+
+def load_objects(path: Path) -> list[Any]:
+    """Import ``path`` and return its Hera objects: the one WorkflowTemplate/Workflow it
+    defines, then any CronWorkflows that run it (or one lone CronWorkflow)."""
     from hera.workflows import CronWorkflow, Workflow
 
     if not path.is_file():
@@ -50,13 +59,25 @@ def load_pipeline(path: Path) -> Any:
         raise PermanentError(f"{path}{at}: {what}{e}") from None
     found = [v for v in vars(module).values() if isinstance(v, Workflow | CronWorkflow)]
     found = list({id(v): v for v in found}.values())
-    if len(found) != 1:
-        what = "no" if not found else f"{len(found)}"
-        raise PermanentError(
-            f"{path}: defines {what} workflow objects at module level; a pipeline file defines "
-            "exactly one WorkflowTemplate (or Workflow/CronWorkflow)"
-        )
-    return found[0]
+    crons = [v for v in found if isinstance(v, CronWorkflow)]
+    others = [v for v in found if not isinstance(v, CronWorkflow)]
+    if len(others) == 1:
+        template = others[0]
+        for c in crons:
+            ref = getattr(c, "workflow_template_ref", None)
+            if getattr(ref, "name", None) != template.name:
+                raise PermanentError(
+                    f"{path}: CronWorkflow {c.name!r} must run the file's WorkflowTemplate "
+                    f"{template.name!r} (gangway.cron.nightly(w, ...))"
+                )
+        return [template, *crons]
+    if not others and len(crons) == 1:
+        return crons
+    what = "no" if not found else f"{len(others)}"
+    raise PermanentError(
+        f"{path}: defines {what} workflow objects at module level; a pipeline file defines "
+        "exactly one WorkflowTemplate (or Workflow), and CronWorkflows that run it"
+    )
 
 
 def _module_name(path: Path) -> tuple[str, Path]:
@@ -79,9 +100,15 @@ def import_root(path: Path) -> Path:
 
 
 def compile_pipeline(path: Path) -> dict[str, Any]:
-    """The manifest of the pipeline in ``path`` as a plain dict."""
+    """The manifest of the pipeline in ``path`` as a plain dict (its WorkflowTemplate: what
+    ``gangway run`` and ``submit`` run)."""
     compiled: dict[str, Any] = load_pipeline(path).to_dict()
     return compiled
+
+
+def compile_documents(path: Path) -> list[dict[str, Any]]:
+    """Every manifest of the pipeline in ``path``: its template, then its CronWorkflows."""
+    return [o.to_dict() for o in load_objects(path)]
 
 
 def declared_parameters(manifest: dict[str, Any]) -> set[str]:
@@ -107,6 +134,8 @@ def check_parameter_names(manifest: dict[str, Any], names: Any) -> None:
         )
 
 
-def to_yaml(manifest: dict[str, Any]) -> str:
-    """Stable YAML (sorted keys) for golden files and ``gangway compile``."""
-    return yaml.safe_dump(manifest, sort_keys=True, width=100)
+def to_yaml(manifest: dict[str, Any] | list[dict[str, Any]]) -> str:
+    """Stable YAML (sorted keys) for golden files and ``gangway compile``; a list is one
+    document each."""
+    docs = manifest if isinstance(manifest, list) else [manifest]
+    return "---\n".join(yaml.safe_dump(d, sort_keys=True, width=100) for d in docs)

@@ -32,9 +32,9 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
 def load_manifests(target: Path) -> list[dict[str, Any]]:
     """A pipeline file compiled (``.py``), or the Kubernetes objects of a YAML file."""
     if target.suffix == ".py":
-        from gangway.compiler import compile_pipeline
+        from gangway.compiler import compile_documents
 
-        return [compile_pipeline(target)]
+        return compile_documents(target)
     if not target.is_file():
         raise PermanentError(f"{target}: no such file (give a pipeline .py or a YAML manifest)")
     try:

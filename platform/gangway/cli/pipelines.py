@@ -29,9 +29,9 @@ def compile_cmd(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="write here")] = None,
 ) -> None:
     """Compile PIPELINE to the Argo manifest (YAML) that `gangway submit` would send."""
-    from gangway.compiler import compile_pipeline, to_yaml
+    from gangway.compiler import compile_documents, to_yaml
 
-    text = to_yaml(compile_pipeline(pipeline))
+    text = to_yaml(compile_documents(pipeline))
     if output:
         output.write_text(text)
         console.print(f"wrote {output}")

@@ -3,7 +3,7 @@ of a pipeline, the parent run of a workflow, a step's run, a checkpoint's logged
 version — so that replaying a record twice changes nothing.
 
 Two writers racing on the same key (an outage replayed by two steps at once) can both create;
-:func:`_ensure` then keeps the smallest id and deletes the rest, and everyone converges on it.
+:func:`ensure_one` then keeps the smallest id and deletes the rest, and everyone converges on it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ __all__ = [
     "chunks",
     "ensure_checkpoint",
     "ensure_experiment",
+    "ensure_one",
     "ensure_parent",
     "ensure_run",
     "log_params",
@@ -39,7 +40,7 @@ def _q(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
-def _ensure(
+def ensure_one(
     find: Callable[[], list[str]],
     create: Callable[[], object],
     delete: Callable[[str, str], object],
@@ -111,7 +112,7 @@ def ensure_parent(client: Any, exp_id: str, wf: WorkflowInfo) -> str:
             },
         )
 
-    parent = _ensure(find, create, delete)
+    parent = ensure_one(find, create, delete)
     log_params(client, parent, wf.parameters)
     return parent
 
@@ -163,7 +164,7 @@ def ensure_checkpoint(client: Any, exp_id: str, ck: CheckpointRef, training_run:
         )
         client.finalize_logged_model(model.model_id, LoggedModelStatus.READY)
 
-    model_id = _ensure(find, create, lambda other, _: client.delete_logged_model(other))
+    model_id = ensure_one(find, create, lambda other, _: client.delete_logged_model(other))
     if training_run:
         client.set_logged_model_tags(model_id, {f"{T}.training_run": training_run})
     return model_id
@@ -179,7 +180,7 @@ def ensure_run(client: Any, exp_id: str, rec: StepRecord, parent: str | None) ->
         f"{T}.workflow_uid": rec.workflow.uid,
         **({"mlflow.parentRunId": parent} if parent else {}),
     }
-    return _ensure(
+    return ensure_one(
         lambda: _runs(client, exp_id, f"tags.`{T}.record` = '{_q(rec.key)}'"),
         lambda: client.create_run(
             exp_id, start_time=rec.start_ms, tags=tags, run_name=_run_name(rec)
@@ -220,7 +221,7 @@ def register(client: Any, rec: StepRecord, run_id: str, model_id: str) -> str:
         )
         return sorted((str(v.version) for v in found), key=int)
 
-    version = _ensure(
+    version = ensure_one(
         find,
         lambda: client.create_model_version(
             name, source=f"models:/{model_id}", run_id=run_id, tags=tags, model_id=model_id

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from gangway.lineage.records import DatasetRef
 
-__all__ = ["SyncIds", "replay"]
+__all__ = ["SyncIds", "dataset_input", "replay"]
 
 
 @dataclass
@@ -155,7 +155,7 @@ def _log_inputs_outputs(
     if rec.datasets or consumed:
         client.log_inputs(
             run_id,
-            datasets=[_dataset_input(d) for d in rec.datasets] or None,
+            datasets=[dataset_input(d) for d in rec.datasets] or None,
             models=[LoggedModelInput(m) for m in consumed.values()] or None,
         )
     if produced:
@@ -169,7 +169,7 @@ def _log_inputs_outputs(
         )
 
 
-def _dataset_input(d: DatasetRef) -> DatasetInput:
+def dataset_input(d: DatasetRef) -> DatasetInput:
     from mlflow.entities import Dataset, DatasetInput
 
     profile = json.dumps({"sha256": d.digest})

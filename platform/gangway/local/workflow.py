@@ -20,10 +20,20 @@ def workflow_from_template(
     *,
     uid: str | None = None,
 ) -> dict[str, Any]:
-    """The Workflow that submitting ``template`` with ``overrides`` would create."""
-    if template.get("kind") not in ("WorkflowTemplate", "Workflow"):
-        raise PermanentError(f"expected a WorkflowTemplate or Workflow, got {template.get('kind')}")
+    """The Workflow that submitting ``template`` with ``overrides`` would create; for a
+    CronWorkflow, the one it creates each time it fires (run once)."""
+    kind = template.get("kind")
+    if kind not in ("WorkflowTemplate", "Workflow", "CronWorkflow"):
+        raise PermanentError(f"expected a WorkflowTemplate or Workflow, got {kind}")
     spec = json.loads(json.dumps(template.get("spec", {})))
+    if kind == "CronWorkflow":
+        spec = spec.get("workflowSpec") or {}
+        ref = (spec.get("workflowTemplateRef") or {}).get("name")
+        if ref:
+            raise PermanentError(
+                f"CronWorkflow {template.get('metadata', {}).get('name')!r} runs the "
+                f"WorkflowTemplate {ref!r}: run the pipeline file that defines both"
+            )
     params = spec.setdefault("arguments", {}).setdefault("parameters", [])
     known = {p["name"]: p for p in params}
     check_parameter_names(dict(template), overrides or {})
