@@ -65,6 +65,13 @@ def test_nights_score_only_what_is_new_and_fail_loudly_on_a_regression(
     first = _night(state)
     assert first.result.phase == "Succeeded"
     assert len(_scored(first)) == 2 and len(_evals(client)) == 2  # version 1 on both suites
+    tracking = f"sqlite:///{state}/mlflow.db"
+    walked = gangway("lineage", f"model:{MODEL}/1", "--tracking-uri", tracking)
+    assert walked.returncode == 0, walked.stderr
+    downstream = walked.stdout.split("downstream")[1]  # the evaluations, linked to the version
+    assert (
+        f"heldout-perplexity · {MODEL}/1" in downstream and f"next-bytes · {MODEL}/1" in downstream
+    )
 
     second = _night(state)  # nothing new: nothing scored, a quick success that says so
     assert second.result.phase == "Succeeded" and _scored(second) == []

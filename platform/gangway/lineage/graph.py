@@ -126,7 +126,7 @@ def build_graph(snap: Snapshot) -> Graph:
                 start_ms=r.start_ms,
             )
             continue
-        if kind != "step":
+        if kind not in ("step", "eval"):  # an eval: a nightly evaluation of a model version
             continue
         node = _run_node(g, r)
         produced = mlflow_digest(r.tags.get(f"{T}.dataset_out", ""))
