@@ -116,7 +116,11 @@ def score(args: argparse.Namespace) -> None:
         metrics = run.metrics
     else:
         cache = args.cache_dir or Path(tempfile.gettempdir()) / "gangway-cache"
-        metrics = run_scorer(suite, dataset, args.checkpoint, cache)
+        try:
+            metrics = run_scorer(suite, dataset, args.checkpoint, cache)
+        except BaseException:  # shown FAILED in MLflow; still due, so the next night retries
+            client.set_terminated(run.run_id, status="FAILED")
+            raise
         finish_eval(client, run.run_id, wf, metrics, {**suite.settings, "scorer": suite.scorer})
         shown = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
         print(f"{suite.name}: {pair.candidate}: {shown}", flush=True)

@@ -26,9 +26,18 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, An
     """A state dir after one training run; its version 1 holds the alias ``production``."""
     from mlflow.tracking import MlflowClient
 
-    state = tmp_path_factory.mktemp("nightly") / "state"
-    values = {"train-steps": "20", "checkpoint-every": "10", "shards": "1", "nodes": "1"}
-    done = run_pipeline(REPO / "pipelines" / "train_eval_infer.py", values, state)
+    root = tmp_path_factory.mktemp("nightly")
+    state = root / "state"
+    prompts = root / "prompts.jsonl"  # inference is not what this is about: two prompts
+    prompts.write_text('{"id": "a", "text": "hello"}\n{"id": "b", "text": "world"}\n')
+    values = {
+        "train-steps": "20",
+        "checkpoint-every": "10",
+        "nodes": "1",
+        "shards": "1",
+        "inputs": prompts.as_uri(),
+    }
+    done = run_pipeline(REPO / "pipelines" / "train_eval_infer.py", values, state, parallelism=2)
     assert done.result.phase == "Succeeded", [(n.name, n.message) for n in done.result.nodes]
     client = MlflowClient(f"sqlite:///{state}/mlflow.db")
     client.set_registered_model_alias(MODEL, "production", "1")
@@ -134,3 +143,31 @@ def test_a_night_killed_half_way_is_completed_by_the_next_without_duplicates(
         next(n for n in done.result.nodes if n.name.startswith("score")).outputs["metrics"]
     )
     assert metrics
+
+
+def test_a_suite_whose_data_changed_fails_its_evaluation_by_name_and_leaves_it_due(
+    trained: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scores on other data would not compare: the step refuses, naming both digests, and
+    the evaluation run is FAILED — not finished, so the next night tries it again."""
+    from components import nightly
+    from gangway.errors import PermanentError
+    from gangway.evals.suites import load_suites, suites_json
+
+    state, client = trained
+    suite = load_suites([REPO / "pipelines" / "suites"])[0]
+    moved = suite.model_copy(
+        update={"dataset": suite.dataset.model_copy(update={"digest": "sha256:" + "0" * 64})}
+    )
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{state}/mlflow.db")
+    monkeypatch.setenv("GANGWAY_PIPELINE", "nightly-eval")
+    monkeypatch.setenv("GANGWAY_WORKFLOW_UID", "by-hand")
+    argv = ["score", "--candidate", f"{MODEL}/1", "--checkpoint", _checkpoint(client, "1", 20)]
+    argv += ["--suite", suite.name, "--suites", suites_json([moved]), "--storage-root"]
+    argv += [f"file://{state}/storage", "--metrics-out", str(state / "m.json")]
+    with pytest.raises(
+        PermanentError, match=r"the suite pins sha256:0{64}; update dataset\.digest"
+    ):
+        nightly.main(argv)
+    failed = [e for e in _evals(client) if e.data.tags[tag("eval_suite_digest")] == moved.digest]
+    assert [e.info.status for e in failed] == ["FAILED"]
