@@ -6,6 +6,11 @@ Each connection is relayed both ways by two threads; when the client starts send
 the server has answered (a new request on a kept-alive connection) or sends first, the
 relay waits ``delay`` seconds before passing it on. A request body that arrives in several
 pieces waits once.
+
+Both legs disable Nagle's algorithm (``TCP_NODELAY``), as HTTP servers and clients do: with
+it, an answer relayed in two pieces (headers, then body) holds the second piece until the
+first is acknowledged, and the receiver delays that acknowledgement by up to 40 ms, so
+every request would wait about 40 ms more than ``delay``.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ def _serve(listener: socket.socket, target: tuple[str, int], delay: float) -> No
         except OSError:
             client.close()
             continue
+        for s in (client, upstream):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = _Connection(client, upstream, delay)
         for pump in (conn.to_server, conn.to_client):
             threading.Thread(target=_guard, args=(pump,), daemon=True).start()

@@ -46,6 +46,7 @@ class _Objects:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as two writes; see latency_proxy
     objects: _Objects
 
     def log_message(self, format: str, *args: object) -> None:  # quiet

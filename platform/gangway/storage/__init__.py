@@ -1,4 +1,4 @@
-"""Object storage by URI: ``file://`` (the local default) and ``s3://`` (boto3).
+"""Object storage by URI: ``file://`` (the local default) and ``s3://`` (botocore).
 
 Small objects are read and written whole (:func:`read_bytes`, :func:`write_bytes`; a write is
 atomic). Directories are *published*: every file is copied first and a manifest
@@ -8,7 +8,8 @@ find it treats the directory as absent. Locally a publish is a single rename of 
 directory. :func:`fetch_dir` copies a published directory back, verifies every file against the
 manifest and skips files that are already present and verified, so an interrupted fetch resumes.
 
-Transfers run in parallel (s3transfer's TransferManager for S3, a thread pool locally).
+Transfers run in parallel (on S3 one request per small object on worker threads and
+s3transfer's TransferManager for large ones; a thread pool locally).
 
 This module only re-exports the public API. Behind it:
 
