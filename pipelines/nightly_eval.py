@@ -21,7 +21,7 @@ from gangway.cron import scheduled
 from gangway.evals.suites import load_suites, suites_json
 from gangway.params import PipelineParams
 from gangway.pipeline import pipeline
-from gangway.wiring import EACH, SCRATCH, STORAGE_ROOT, parameters
+from gangway.wiring import EACH, SCRATCH, STORAGE_ROOT, parameters, workflow_output
 
 SUITES = suites_json(load_suites([Path(__file__).parent / "suites"]))
 
@@ -62,5 +62,6 @@ with (
     )
     summary = REPORT(model=p.model_name, suites=SUITES, after=scores)
     GATE(regressions=summary.regressions)
+    workflow_output("summary", summary.summary)  # on the workflow's page in the Argo UI
 
 cron = scheduled(w, schedules=["0 2 * * *"], timezone="UTC")

@@ -12,6 +12,7 @@ from gangway.evals.compare import compare, judge
 from gangway.evals.discover import Candidate, pending
 from gangway.evals.report import markdown, regressions
 from gangway.evals.suites import EvalSuite, Metric, load_suites, parse_suites, suites_json
+from gangway.params import PipelineParams
 from tests.conftest import REPO
 
 SUITES = REPO / "pipelines" / "suites"
@@ -152,6 +153,30 @@ def test_the_nightly_pipeline_compiles_to_its_template_and_a_cron_workflow_that_
     assert spec["workflowSpec"]["workflowTemplateRef"] == {"name": template["metadata"]["name"]}
     tasks = {t["name"]: t for t in template["spec"]["templates"] if "dag" in t}["main"]["dag"]
     assert [t["name"] for t in tasks["tasks"]] == ["discover", "score", "report", "gate"]
+    main = {t["name"]: t for t in template["spec"]["templates"]}["main"]
+    assert main["outputs"]["parameters"] == [  # the workflow's own output: its entrypoint's
+        {
+            "name": "summary",
+            "valueFrom": {"parameter": "{{tasks.report.outputs.parameters.summary}}"},
+        }
+    ]
+
+
+def test_a_workflow_output_must_be_a_tasks_output() -> None:
+    from hera.workflows import DAG
+
+    from gangway.pipeline import pipeline
+    from gangway.wiring import parameters, workflow_output
+
+    class P(PipelineParams):
+        x: int = 1
+
+    with (
+        pytest.raises(PermanentError, match=r"workflow_output\('s', …\): give a task's output"),
+        pipeline("w", team="research", title="t", description="d", parameters=P),
+        DAG(name="main"),
+    ):
+        workflow_output("s", parameters(P).x)
 
 
 @pytest.mark.parametrize(

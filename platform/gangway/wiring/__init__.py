@@ -39,7 +39,17 @@ from gangway.params import argo_text
 from gangway.step.interface import GangInputs, StepSpec, flag_of, kebab
 from gangway.wiring.types import constant_problem, element_of, fits, type_name
 
-__all__ = ["EACH", "RUN", "SCRATCH", "STORAGE_ROOT", "Ref", "TaskRef", "make_task", "parameters"]
+__all__ = [
+    "EACH",
+    "RUN",
+    "SCRATCH",
+    "STORAGE_ROOT",
+    "Ref",
+    "TaskRef",
+    "make_task",
+    "parameters",
+    "workflow_output",
+]
 
 RESERVED = ("name", "after", "over")
 """Keywords of a step call that are not inputs."""
@@ -155,6 +165,23 @@ class TaskRef:
         expr = "{{tasks." + self.name + ".outputs.parameters." + out + "}}"
         every: Any = list.__class_getitem__(kind) if self.fanned else kind
         return Ref(expr, every, source, self.task)
+
+
+def workflow_output(name: str, value: Ref) -> None:
+    """Make a task's output (``report.summary``) an output of the workflow itself: of the
+    DAG being built, the entrypoint, so Argo shows it on the workflow's page."""
+    from hera.workflows import DAG, Parameter
+    from hera.workflows import models as m
+    from hera.workflows._context import _context
+
+    if not (isinstance(value, Ref) and value.producer is not None and value.item is None):
+        raise PermanentError(f"workflow_output({name!r}, …): give a task's output (task.NAME)")
+    dag = next((p for p in reversed(_context.pieces or []) if isinstance(p, DAG)), None)
+    if dag is None:
+        raise PermanentError(f'workflow_output({name!r}, …): call it inside DAG(name="main")')
+    out = Parameter(name=name, value_from=m.ValueFrom(parameter=value.expr))
+    have = dag.outputs if isinstance(dag.outputs, list) else [dag.outputs] if dag.outputs else []
+    dag.outputs = [*have, out]
 
 
 def _hint(name: str, known: Mapping[str, Any]) -> str:
