@@ -118,7 +118,8 @@ def test_ctrl_c_stops_everything_closes_the_books_and_retry_resumes(tmp_path: Pa
 
     res = gangway("retry", cwd=project)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert f"retrying {name} (uid {uid}): 2 step(s) succeeded before" in res.stdout
+    # stage-cache (staging's cache check), stage and split succeeded before the interrupt
+    assert f"retrying {name} (uid {uid}): 3 step(s) succeeded before" in res.stdout
     assert f"run:     file://{state}/storage/runs/{uid}" in res.stdout
     resumed = [
         json.loads(line)
