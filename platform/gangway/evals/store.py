@@ -19,7 +19,7 @@ from typing import Any
 from gangway.contract import tag
 from gangway.evals.discover import Candidate, Pair, ScoredKey
 from gangway.evals.suites import Baseline, EvalSuite
-from gangway.lineage.ensure import ensure_one, ensure_parent
+from gangway.lineage.ensure import _q, ensure_one, ensure_parent
 from gangway.lineage.records import DatasetRef, WorkflowInfo
 
 __all__ = [
@@ -37,10 +37,6 @@ __all__ = [
 
 REGRESSION_TAG = "regression"
 """On a model version that regressed: the suites it regressed on (comma-separated)."""
-
-
-def _q(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def candidates(client: Any, model: str) -> list[Candidate]:
