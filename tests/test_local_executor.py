@@ -317,10 +317,10 @@ def test_gang_aborts_on_permanent_error_without_restart(tmp_path: Path) -> None:
     [
         pytest.param(
             lambda wt: wt["spec"]["templates"].append(
-                {"name": "s", "steps": [[{"name": "x", "template": "ok"}]]}
+                {"name": "h", "http": {"url": "https://example.com"}}
             ),
-            "`steps`",
-            id="steps",
+            "`http` cannot run locally",
+            id="http",
         ),
         pytest.param(
             lambda wt: wt["spec"].update(onExit="ghost"),
@@ -329,10 +329,10 @@ def test_gang_aborts_on_permanent_error_without_restart(tmp_path: Path) -> None:
         ),
         pytest.param(
             lambda wt: wt["spec"]["templates"][0].update(
-                outputs={"artifacts": [{"name": "a", "path": "/x"}]}
+                inputs={"artifacts": [{"name": "a", "path": "/x", "http": {"url": "https://e"}}]}
             ),
-            "artifacts",
-            id="artifacts",
+            "input artifact a comes from http",
+            id="remote-artifact",
         ),
         pytest.param(
             lambda wt: wt["spec"]["templates"][-1]["dag"]["tasks"][0].update(
@@ -342,9 +342,9 @@ def test_gang_aborts_on_permanent_error_without_restart(tmp_path: Path) -> None:
             id="template-ref",
         ),
         pytest.param(
-            lambda wt: wt["spec"]["templates"][-1]["dag"]["tasks"][0].update(depends="a || b"),
-            "only 'a && b'",
-            id="depends-or",
+            lambda wt: wt["spec"]["templates"][-1]["dag"]["tasks"][0].update(depends="a ||"),
+            "depends 'a \\|\\|' is not valid",
+            id="depends-malformed",
         ),
     ],
 )
@@ -369,6 +369,7 @@ def test_every_unsupported_construct_is_listed_before_anything_runs(tmp_path: Pa
         ],
     )
     wt["spec"]["onExit"] = "ghost"
+    wt["spec"]["templates"].append({"name": "call", "http": {"url": "https://example.com"}})
     wt["spec"]["templates"][0]["retryStrategy"] = {"retryPolicy": "Sometimes", "limit": 1}
     wt["spec"]["templates"][0]["container"]["env"] = [
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
@@ -379,14 +380,14 @@ def test_every_unsupported_construct_is_listed_before_anything_runs(tmp_path: Pa
     for expected in (
         "spec.onExit 'ghost' names no template",
         "spec.templates[0] (ok).retryStrategy: retryPolicy 'Sometimes'",
-        "spec.templates[0] (ok): env TOKEN uses valueFrom",
-        "spec.templates[1].dag.tasks[1] (task b): `continueOn`",
-        "spec.templates[1].dag.tasks[1] (task b): depends 'a || c'",
-        "spec.templates[1].dag.tasks[2] (task c): unknown template 'nope'",
-        "spec.templates[1].dag.tasks[2] (task c): depends on unknown task 'ghost'",
+        "spec.templates[0] (ok): secret 's' key 'k' is not on this machine",
+        "GANGWAY_SECRET_S_K",
+        "spec.templates[1] (main).dag.tasks[2] (task c): unknown template 'nope'",
+        "spec.templates[1] (main).dag.tasks[2] (task c): depends on unknown task 'ghost'",
+        "spec.templates[2] (call): `http` cannot run locally",
     ):
         assert expected in message
-    assert message.startswith("the local executor cannot run 7 constructs")
+    assert message.startswith("the local executor cannot run 6 constructs")
     assert not marker.exists() and not (tmp_path / "state").exists()
 
 
@@ -456,7 +457,7 @@ def test_an_error_found_mid_run_ends_the_run_with_a_result_not_a_raise(tmp_path:
         {"ok": py("pass"), "bad": py("pass")},
         [{"name": "a", "template": "ok"}, {"name": "b", "template": "bad", "depends": "a"}],
     )
-    wt["spec"]["templates"][1]["container"]["args"] = ["{{workflow.creationTimestamp}}"]
+    wt["spec"]["templates"][1]["container"]["args"] = ["{{workflow.nonsense}}"]
     res = run(wt, tmp_path)
     assert res.phase == "Failed" and "unknown variable" in res.error
     assert [(n.name, n.phase) for n in res.nodes] == [("a", "Succeeded"), ("b", "Error")]

@@ -15,7 +15,7 @@ from typing import Any
 
 from gangway.argo.errors import UnsupportedConstruct
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "when_holds"]
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<str>'[^']*'|\"[^\"]*\")|(?P<name>[A-Za-z_][\w.-]*(?<![.-]))"
@@ -68,7 +68,9 @@ _ALLOWED = (
 )
 
 
-def _translate(expr: str, scope: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def _translate(
+    expr: str, scope: Mapping[str, Any], bare_strings: bool = False
+) -> tuple[str, dict[str, Any]]:
     out: list[str] = []
     values: dict[str, Any] = {}
     pos = 0
@@ -84,9 +86,9 @@ def _translate(expr: str, scope: Mapping[str, Any]) -> tuple[str, dict[str, Any]
         if name := m.group("name"):
             if name in _FUNCS or name in ("in", "not", "true", "false"):
                 out.append({"true": "True", "false": "False"}.get(name, name))
-            elif name in scope:
+            elif name in scope or bare_strings:
                 key = f"_v{len(values)}"
-                values[key] = scope[name]
+                values[key] = scope.get(name, name)
                 out.append(key)
             else:
                 raise UnsupportedConstruct(f"expression {expr!r}: unknown variable {name!r}")
@@ -96,9 +98,12 @@ def _translate(expr: str, scope: Mapping[str, Any]) -> tuple[str, dict[str, Any]
     return " ".join(out), values
 
 
-def evaluate(expr: str, scope: Mapping[str, Any]) -> Any:
-    """Evaluate ``expr`` with dotted names from ``scope`` (e.g. ``lastRetry.exitCode``)."""
-    text, values = _translate(expr, scope)
+def evaluate(expr: str, scope: Mapping[str, Any], *, bare_strings: bool = False) -> Any:
+    """Evaluate ``expr`` with dotted names from ``scope`` (e.g. ``lastRetry.exitCode``).
+
+    ``bare_strings``: a name that is not in scope is the string it spells, as in a ``when``
+    (govaluate, as Argo runs it: ``{{tasks.flip.outputs.result}} == heads``)."""
+    text, values = _translate(expr, scope, bare_strings)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
@@ -116,3 +121,12 @@ def evaluate(expr: str, scope: Mapping[str, Any]) -> Any:
         return eval(compile(tree, "<argo-expr>", "eval"), {"__builtins__": {}, **_FUNCS}, values)
     except (ValueError, TypeError, ZeroDivisionError) as e:
         raise UnsupportedConstruct(f"expression {expr!r} failed: {e}") from None
+
+
+def when_holds(condition: str) -> bool:
+    """A ``when`` condition, its placeholders already filled: govaluate's reading, bare words
+    as strings, numbers compared as numbers."""
+    value = evaluate(condition, {}, bare_strings=True)
+    if isinstance(value, str):
+        value = value.strip().lower() == "true"
+    return bool(value)

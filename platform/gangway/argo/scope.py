@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "aggregate_scope",
     "inputs_scope",
     "item_scope",
+    "node_scope",
     "parameter_values",
     "parameters_json",
     "task_outputs_scope",
@@ -85,3 +87,61 @@ def item_scope(item: Any) -> dict[str, str]:
         scope["item"] = json.dumps(item)
         return scope
     return {"item": item if isinstance(item, str) else json.dumps(item)}
+
+
+def node_scope(
+    prefix: str,
+    *,
+    phase: str,
+    node_id: str,
+    outputs: Mapping[str, str],
+    result: str | None = None,
+    exit_code: int | None = None,
+    artifacts: Mapping[str, str] | None = None,
+    daemoned: bool = False,
+) -> dict[str, str]:
+    """What a task or step that ended puts in scope for the ones after it, under ``prefix``
+    (``tasks.NAME`` or ``steps.NAME``): ``status``, ``id``, ``exitCode``, ``ip`` of a daemon,
+    ``outputs.parameters`` (each, and all as JSON), ``outputs.result`` and
+    ``outputs.artifacts.NAME`` (a reference: the artifact's URI)."""
+    scope = {f"{prefix}.status": phase, f"{prefix}.id": node_id}
+    if exit_code is not None:
+        scope[f"{prefix}.exitCode"] = str(exit_code)
+        scope[f"{prefix}.outputs.exitCode"] = str(exit_code)
+    if daemoned:
+        scope[f"{prefix}.ip"] = "127.0.0.1"
+    scope.update({f"{prefix}.outputs.parameters.{k}": v for k, v in outputs.items()})
+    scope[f"{prefix}.outputs.parameters"] = json.dumps(dict(outputs))
+    if result is not None:
+        scope[f"{prefix}.outputs.result"] = result
+    scope.update({f"{prefix}.outputs.artifacts.{k}": v for k, v in (artifacts or {}).items()})
+    return scope
+
+
+def aggregate_scope(prefix: str, phase: str, node_id: str, children: list[Any]) -> dict[str, str]:
+    """:func:`node_scope` of a fanned-out task, as Argo aggregates its items (those that
+    succeeded): ``outputs.parameters.NAME`` a JSON list of values, ``outputs.parameters`` a
+    JSON list of each item's parameters, ``outputs.result`` a JSON list of results (each
+    read as JSON when it is)."""
+    ok = [c for c in children if c.phase == "Succeeded"]
+    names = list(dict.fromkeys(k for c in ok for k in c.outputs))
+    scope = {f"{prefix}.status": phase, f"{prefix}.id": node_id}
+    scope.update(
+        {
+            f"{prefix}.outputs.parameters.{k}": json.dumps(
+                [c.outputs[k] for c in ok if k in c.outputs]
+            )
+            for k in names
+        }
+    )
+    scope[f"{prefix}.outputs.parameters"] = json.dumps([c.outputs for c in ok if c.outputs])
+    results = [_as_item(c.result) for c in ok if c.result is not None]
+    scope[f"{prefix}.outputs.result"] = json.dumps(results)
+    return scope
+
+
+def _as_item(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

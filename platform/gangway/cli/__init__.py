@@ -14,6 +14,7 @@ from gangway.cli import (
     lint,
     manifests,
     pipelines,
+    resume,
     scheduling,
     simulate,
 )
@@ -37,6 +38,7 @@ app = typer.Typer(
 app.command("compile")(pipelines.compile_cmd)
 app.command("run")(pipelines.run_cmd)
 app.command("retry")(pipelines.retry_cmd)
+app.command("resume")(resume.resume_cmd)
 app.command("lint")(lint.lint_cmd)
 app.command("submit")(cluster_cmds.submit_cmd)
 app.command("deploy")(cluster_cmds.deploy_cmd)

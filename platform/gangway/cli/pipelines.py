@@ -76,6 +76,8 @@ def _detail(n: NodeResult) -> str:
     if n.outputs.get("verdict") and n.template.endswith(CHECK_SUFFIX):
         return f"cache check: {n.outputs['verdict']}"
     shown = ", ".join(f"{k}={_short(v)}" for k, v in n.outputs.items() if v.strip())
+    if not shown and n.result and n.result.strip() and n.phase == "Succeeded":
+        shown = f"result={_short(n.result)}"
     return shown or n.message
 
 
@@ -98,12 +100,32 @@ GraceOpt = Annotated[
 ]
 
 
+AutoResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--auto-resume",
+        help="a suspend step without a duration goes on at once (else it waits for "
+        "`gangway resume`)",
+    ),
+]
+SecretsDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--secrets-dir",
+        help="where env secretKeyRef values are: DIR/SECRET/KEY files (else the variable "
+        "GANGWAY_SECRET_<SECRET>_<KEY>)",
+    ),
+]
+
+
 def run_cmd(
     pipeline: PipelineArg,
     param: ParamOpt = None,
     state_dir: StateDirOpt = Path(".gangway"),
     parallelism: ParallelismOpt = 1,
     grace: GraceOpt = 30.0,
+    auto_resume: AutoResumeOpt = False,
+    secrets_dir: SecretsDirOpt = None,
     no_cache: Annotated[
         bool,
         typer.Option(
@@ -115,9 +137,12 @@ def run_cmd(
 ) -> None:
     """Compile PIPELINE and execute the compiled workflow on this machine.
 
-    Runs the DAG of the very manifest Argo would receive: each step's container command in a
-    subprocess, the Volcano Job step as one torchrun per pod on 127.0.0.1, retries by the
-    compiled retryStrategy. Storage defaults to file:// under --state-dir. Every -p value is
+    Runs the very manifest Argo would receive, with Argo's semantics: DAG and steps templates
+    (nested, fanned out), each container or script as a process of this machine, artifacts
+    through a local artifact repository, exit handlers, suspend, daemons, volumes as
+    directories of the run, the Volcano Job step as one torchrun per pod on 127.0.0.1,
+    retries by the compiled retryStrategy. What cannot run here is refused first, all of it
+    listed. Storage defaults to file:// under --state-dir. Every -p value is
     checked as it will be substituted before anything runs.
 
     A cacheable step (staging, evaluation) that ran before on the same inputs and the same
@@ -143,6 +168,8 @@ def run_cmd(
             watch=live.watch(),
             check=check,
             use_cache=not no_cache,
+            auto_resume=auto_resume,
+            secrets_dir=secrets_dir,
         )
     _report(finished)
 
@@ -155,6 +182,8 @@ def retry_cmd(
     state_dir: StateDirOpt = Path(".gangway"),
     parallelism: ParallelismOpt = 1,
     grace: GraceOpt = 30.0,
+    auto_resume: AutoResumeOpt = False,
+    secrets_dir: SecretsDirOpt = None,
 ) -> None:
     """Resume a failed or interrupted local run, as `argo retry` does: same workflow, same uid.
 
@@ -172,7 +201,13 @@ def retry_cmd(
 
     with _LiveTable(started) as live:
         finished = retry_pipeline(
-            state_dir, workflow, parallelism=parallelism, grace=grace, watch=live.watch()
+            state_dir,
+            workflow,
+            parallelism=parallelism,
+            grace=grace,
+            watch=live.watch(),
+            auto_resume=auto_resume,
+            secrets_dir=secrets_dir,
         )
     _report(finished)
 

@@ -4,15 +4,18 @@
 (and ``gangway retry``): compile, record, execute, record the end in MLflow
 (:mod:`gangway.local.session`, :mod:`gangway.local.runs`).
 
-:class:`LocalExecutor` walks the DAG of the compiled manifest — parameters, outputs, ``withParam``
-/ ``withItems`` fan-out, ``when``, ``retryStrategy`` — and runs each step's container command in
-a subprocess; a Volcano Job step runs its pods' command, one process per pod, on 127.0.0.1 with
-the environment Volcano's pytorch plugin would inject. Constructs it does not support are
+:class:`LocalExecutor` runs the compiled manifest with Argo's semantics — DAG and steps
+templates (nested, recursive), parameters, ``outputs.result``, artifacts, fan-out, ``when``,
+the full ``depends`` grammar, ``retryStrategy`` on any template, exit handlers and hooks,
+``suspend``, daemons, containerSets, volumes — each container as a process of this machine;
+a Volcano Job step runs its pods' command, one process per pod, on 127.0.0.1 with the
+environment Volcano's pytorch plugin would inject. Constructs it does not support are
 refused up front with the construct named (:class:`UnsupportedConstruct`).
 """
 
 from gangway.local._clock import Clock
 from gangway.local._model import NodeResult, Outcome, RunResult, UnsupportedConstruct
+from gangway.local._suspend import resume
 from gangway.local.executor import LocalExecutor
 from gangway.local.session import Finished, Watch, retry_pipeline, run_pipeline
 from gangway.local.workflow import workflow_from_template
@@ -26,6 +29,7 @@ __all__ = [
     "RunResult",
     "UnsupportedConstruct",
     "Watch",
+    "resume",
     "retry_pipeline",
     "run_pipeline",
     "workflow_from_template",

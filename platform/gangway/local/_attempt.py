@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gangway.local._artifacts import ArtifactStore
 from gangway.local._clock import Clock
+from gangway.local._env import Secrets
 from gangway.local._model import NodeResult
 from gangway.local._processes import ProcessGroups
 
@@ -28,6 +30,16 @@ class RunContext:
     clock: Clock
     progress: Callable[[NodeResult], None]
     """Called when a running node has news (a gang restart, a retry to come)."""
+    workflow: str = "workflow"
+    """The workflow's name: the first part of every artifact's key."""
+    secrets: Secrets = field(default_factory=lambda: Secrets(None, {}))
+    artifacts: ArtifactStore | None = None
+    volume_root: Path | None = None
+    """Where volumes that outlive a pod (claims) are: one directory per claim name."""
+    claims: tuple[str, ...] = ()
+    """The ``volumeClaimTemplates``: volumes every template may mount by name."""
+    pod_volumes: tuple[Mapping[str, Any], ...] = ()
+    """``spec.volumes``: what every template of the workflow may mount."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,13 @@ class Attempt:
     scratch: Path
     """This attempt's own directory: ``/gangway`` of the step."""
     log_dir: Path
+    artifacts: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Input artifacts: name → ``("uri", URI)`` or ``("raw", data)``."""
+
+    @property
+    def key(self) -> str:
+        """Where this attempt's output artifacts go, under the artifact repository."""
+        return f"{safe_name(self.node.name)}/attempt-{self.node.attempts}"
 
     @property
     def where(self) -> str:

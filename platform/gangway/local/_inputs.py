@@ -1,4 +1,5 @@
-"""What a DAG task passes on: the items it fans out over, and its template's inputs."""
+"""What a task or step passes on: the items it fans out over, and its template's inputs
+(parameters, and artifacts by reference)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,24 @@ from typing import Any
 
 from gangway.argo.substitution import substitute
 from gangway.errors import PermanentError
-from gangway.local._model import NodeResult
 
-__all__ = ["task_items", "template_inputs"]
+__all__ = ["sequence_items", "task_items", "template_artifacts", "template_inputs"]
 
 
 def task_items(task: Mapping[str, Any], scope: Mapping[str, str]) -> list[Any] | None:
-    """The items a task fans out over (``withItems``, ``withParam``), or None."""
+    """The items a task fans out over (``withItems``, ``withParam``, ``withSequence``), or
+    None."""
+    where = f"task {task['name']}"
     if "withItems" in task:
-        return list(task["withItems"])
+        return [_filled(i, scope, where) for i in task["withItems"]]
+    if "withSequence" in task:
+        seq = {
+            k: substitute(str(v), scope, where=f"{where}.withSequence")
+            for k, v in task["withSequence"].items()
+        }
+        return sequence_items(seq, where)
     if "withParam" not in task:
         return None
-    where = f"task {task['name']}"
     raw = substitute(str(task["withParam"]), scope, where=f"{where}.withParam")
     try:
         items = json.loads(raw)
@@ -30,23 +37,78 @@ def task_items(task: Mapping[str, Any], scope: Mapping[str, str]) -> list[Any] |
     return items
 
 
+def _filled(item: Any, scope: Mapping[str, str], where: str) -> Any:
+    if isinstance(item, str):
+        return substitute(item, scope, where=f"{where}.withItems")
+    return item
+
+
+def sequence_items(seq: Mapping[str, str], where: str) -> list[str]:
+    """Argo's ``withSequence``: ``count`` (from ``start``, default 0) or ``start``..``end``
+    inclusive (counting down when end < start), each formatted by ``format`` (printf)."""
+    try:
+        start = int(seq.get("start") or 0)
+        if seq.get("count") not in (None, ""):
+            if seq.get("end") not in (None, ""):
+                raise PermanentError(f"{where}.withSequence: give count or end, not both")
+            count = int(seq["count"])
+            numbers = list(range(start, start + count))
+        else:
+            end = int(seq.get("end") or 0)
+            step = 1 if end >= start else -1
+            numbers = list(range(start, end + step, step))
+    except ValueError as e:
+        raise PermanentError(f"{where}.withSequence: not an integer: {e}") from None
+    fmt = seq.get("format")
+    if not fmt:
+        return [str(n) for n in numbers]
+    try:
+        return [fmt % n for n in numbers]
+    except (TypeError, ValueError) as e:
+        raise PermanentError(f"{where}.withSequence.format {fmt!r}: {e}") from None
+
+
 def template_inputs(
-    task: Mapping[str, Any],
-    template: Mapping[str, Any],
-    scope: Mapping[str, str],
-    node: NodeResult,
+    task: Mapping[str, Any], template: Mapping[str, Any], scope: Mapping[str, str], name: str
 ) -> dict[str, str]:
     """The template's input parameters: the task's arguments, else their defaults."""
     args = {
-        p["name"]: substitute(str(p.get("value", "")), scope, where=f"task {node.name}")
-        for p in (task.get("arguments") or {}).get("parameters", [])
+        p["name"]: substitute(str(p.get("value", "")), scope, where=f"task {name}")
+        for p in (task.get("arguments") or {}).get("parameters") or []
     }
     inputs: dict[str, str] = {}
-    for p in (template.get("inputs") or {}).get("parameters", []):
+    for p in (template.get("inputs") or {}).get("parameters") or []:
         if p["name"] in args:
             inputs[p["name"]] = args[p["name"]]
         elif "value" in p or "default" in p:
-            inputs[p["name"]] = str(p.get("value", p.get("default")))
+            inputs[p["name"]] = substitute(
+                str(p.get("value", p.get("default"))), scope, where=f"task {name}"
+            )
         else:
-            raise PermanentError(f"task {node.name}: input parameter {p['name']!r} has no value")
+            raise PermanentError(f"task {name}: input parameter {p['name']!r} has no value")
     return inputs
+
+
+def template_artifacts(
+    task: Mapping[str, Any], template: Mapping[str, Any], scope: Mapping[str, str], name: str
+) -> dict[str, tuple[str, str]]:
+    """The template's input artifacts: name → ``("uri", URI)`` (from an argument's ``from``,
+    a reference to an earlier output) or ``("raw", data)``; an optional one with no source is
+    left out."""
+    where = f"task {name}"
+    args = {str(a["name"]): a for a in (task.get("arguments") or {}).get("artifacts") or []}
+    out: dict[str, tuple[str, str]] = {}
+    for spec in (template.get("inputs") or {}).get("artifacts") or []:
+        art = str(spec["name"])
+        source = {**spec, **args.get(art, {})}
+        if source.get("from") or source.get("fromExpression"):
+            ref = str(source.get("from") or "{{=" + str(source["fromExpression"]) + "}}")
+            out[art] = ("uri", substitute(ref, scope, where=f"{where}: artifact {art}"))
+        elif "raw" in source:
+            data = str((source["raw"] or {}).get("data", ""))
+            out[art] = ("raw", substitute(data, scope, where=f"{where}: artifact {art}"))
+        elif not spec.get("optional"):
+            raise PermanentError(
+                f"{where}: input artifact {art!r} has no source (from, or raw data)"
+            )
+    return out

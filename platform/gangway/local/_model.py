@@ -22,6 +22,9 @@ class Outcome:
     message: str = ""
     outputs: dict[str, str] = field(default_factory=dict)
     """Output parameters, when it succeeded."""
+    result: str | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    daemoned: bool = False
 
 
 @dataclass
@@ -40,6 +43,14 @@ class NodeResult:
     log: Path | None = None
     cached: bool = False
     """Not run: its outputs came from a verified cache entry (:mod:`gangway.caching`)."""
+    result: str | None = None
+    """``outputs.result``: the step's standard output, less one trailing newline."""
+    artifacts: dict[str, str] = field(default_factory=dict)
+    """Output artifacts: name → the URI where the local artifact repository keeps it."""
+    daemoned: bool = False
+    """A daemon that was started and is ready (Argo's ``Daemoned``)."""
+    children: list[NodeResult] = field(default_factory=list)
+    """For a fanned-out task's summary (never recorded itself): its items' nodes."""
 
 
 @dataclass
@@ -59,3 +70,5 @@ class RunResult:
     """What ended the run early when it was not a step's failure (an executor error)."""
     survivors: list[int] = field(default_factory=list)
     """Processes of the run still alive at its end (killed then; should be none)."""
+    outputs: dict[str, str] = field(default_factory=dict)
+    """``workflow.outputs.parameters``: the outputs with a ``globalName``."""

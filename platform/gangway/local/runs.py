@@ -213,6 +213,8 @@ def executor(
     grace: float = 30.0,
     on_event: Callable[[NodeResult], None] | None = None,
     use_cache: bool = True,
+    auto_resume: bool = False,
+    secrets_dir: Path | None = None,
 ) -> LocalExecutor:
     """The executor for ``run``; every node that ends is recorded for ``gangway retry``."""
     paths = (run.saved.env.get("PYTHONPATH"), os.environ.get("PYTHONPATH"))
@@ -224,6 +226,8 @@ def executor(
         previous=run.previous,
         grace=grace,
         use_cache=use_cache,
+        auto_resume=auto_resume,
+        secrets_dir=secrets_dir,
     )
     save_nodes(run.state_dir, run.name, run.previous.values(), "Running")
 

@@ -80,10 +80,9 @@ class Finished:
         """Where everything is: ``(label, text)`` lines — the run's storage, its logs, its
         MLflow runs and the command that shows its lineage."""
         q, r = shlex.quote, self.result
-        where = [
-            ("run", f"{r.parameters.get('storage-root', '')}/runs/{r.uid}"),
-            ("logs", f"{r.state_dir}/logs"),
-        ]
+        where = [("logs", f"{r.state_dir}/logs")]
+        if r.parameters.get("storage-root"):
+            where.insert(0, ("run", f"{r.parameters['storage-root']}/runs/{r.uid}"))
         state, tracking = self.lineage, self.tracking_uri
         if state is not None:
             parent = state.parent or "(not yet recorded)"
@@ -124,6 +123,8 @@ def run_pipeline(
     watch: Watch | None = None,
     check: ValuesCheck | None = None,
     use_cache: bool = True,
+    auto_resume: bool = False,
+    secrets_dir: Path | None = None,
 ) -> Finished:
     """Compile ``pipeline`` and run the Workflow a cluster would run, here: ``values``
     override its parameters; storage and MLflow default to ``state_dir``.
@@ -133,7 +134,15 @@ def run_pipeline(
     resource manifest is still refused when that step is about to run. ``use_cache=False``
     runs cacheable steps even when a verified entry exists (:mod:`gangway.caching`)."""
     run = prepare_run(pipeline, values or {}, state_dir, check=check)
-    return execute(run, parallelism=parallelism, grace=grace, watch=watch, use_cache=use_cache)
+    return execute(
+        run,
+        parallelism=parallelism,
+        grace=grace,
+        watch=watch,
+        use_cache=use_cache,
+        auto_resume=auto_resume,
+        secrets_dir=secrets_dir,
+    )
 
 
 def retry_pipeline(
@@ -143,11 +152,20 @@ def retry_pipeline(
     parallelism: int = 1,
     grace: float = 30.0,
     watch: Watch | None = None,
+    auto_resume: bool = False,
+    secrets_dir: Path | None = None,
 ) -> Finished:
     """Resume a failed or interrupted run (``workflow``: name or uid; the newest when None):
     what succeeded is kept, the rest runs again."""
     run = resume_run(state_dir, workflow)
-    return execute(run, parallelism=parallelism, grace=grace, watch=watch)
+    return execute(
+        run,
+        parallelism=parallelism,
+        grace=grace,
+        watch=watch,
+        auto_resume=auto_resume,
+        secrets_dir=secrets_dir,
+    )
 
 
 def execute(
@@ -157,6 +175,8 @@ def execute(
     grace: float = 30.0,
     watch: Watch | None = None,
     use_cache: bool = True,
+    auto_resume: bool = False,
+    secrets_dir: Path | None = None,
 ) -> Finished:
     """Run a recorded run alone to its end and record that end (see the module docstring)."""
     watch = watch or Watch()
@@ -176,7 +196,13 @@ def execute(
                 watch.on_event(node)
 
         ex = executor(
-            run, parallelism=parallelism, grace=grace, on_event=on_event, use_cache=use_cache
+            run,
+            parallelism=parallelism,
+            grace=grace,
+            on_event=on_event,
+            use_cache=use_cache,
+            auto_resume=auto_resume,
+            secrets_dir=secrets_dir,
         )
         if watch.on_start is not None:
             watch.on_start(ex)

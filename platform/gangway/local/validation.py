@@ -1,5 +1,5 @@
 """What the local executor cannot run, found before anything runs — every construct at once,
-each with its path — so a user fixes them in one pass instead of one per run.
+each with its path and why — so a user fixes them in one pass instead of one per run.
 
 What depends on values only known at run time (a variable's value, a withParam list, the kind
 of a filled resource manifest) is checked when it is known, and ends the run with the error
@@ -9,40 +9,52 @@ named (see :class:`gangway.local.LocalExecutor`).
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gangway.argo.conditions import SATISFIED_BY_NAME, depends_on, resource_condition
+import yaml
+
+from gangway.argo.conditions import resource_condition
+from gangway.argo.depends import task_depends
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
+from gangway.argo.substitution import PLACEHOLDER, fill_known
+from gangway.local._env import Secrets, secret_refs
 from gangway.retries import RETRY_POLICIES, duration_seconds
 
-__all__ = ["JSON_PATH", "check_supported", "task_dependencies", "unsupported"]
+__all__ = ["JSON_PATH", "check_supported", "unsupported", "with_defaults"]
 
-UNSUPPORTED_SPEC = ("hooks", "volumeClaimTemplates", "templateDefaults")
-"""``synchronization`` (a team's semaphore) is not among them: a local run is one workflow,
-alone on this machine, so its semaphores and mutexes are always free."""
-UNSUPPORTED_TEMPLATE = (
-    "steps",
-    "suspend",
-    "http",
-    "plugin",
-    "containerSet",
-    "data",
-    "sidecars",
-    "initContainers",
-    "daemon",
-    "synchronization",
-)
-UNSUPPORTED_TASK = ("templateRef", "withSequence", "continueOn", "hooks", "onExit", "inline")
+CLUSTER_ONLY = {
+    "http": "an HTTP template is run by Argo's agent pod",
+    "plugin": "executor plugins run in the cluster",
+    "data": "data templates transform artifacts in Argo's own pod",
+}
+"""Template kinds that cannot be emulated here, with why."""
+LOCAL_VOLUMES = ("emptyDir", "persistentVolumeClaim", "secret", "hostPath")
+ARTIFACT_SOURCES = ("raw", "from", "fromExpression")
 JSON_PATH = re.compile(r"\{(\.[\w-]+)+\}")
 """The jsonPath form a resource template's output may use locally: ``{.status.state.phase}``."""
 _LAST_RETRY = {"lastRetry.status": "Failed", "lastRetry.exitCode": "1", "lastRetry.message": ""}
+_SHELL_WORDS = {"python", "python3", "sh", "bash"}
 
 
-def check_supported(workflow: Mapping[str, Any]) -> None:
+def with_defaults(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The workflow's templates with ``templateDefaults`` under each (the template wins)."""
+    defaults = dict(spec.get("templateDefaults") or {})
+    out = []
+    for t in spec.get("templates") or []:
+        merged = {**defaults, **t}
+        for key in ("container", "script"):
+            if key in t and isinstance(defaults.get("container"), dict):
+                merged[key] = {**defaults["container"], **t[key]}
+        out.append(merged)
+    return out
+
+
+def check_supported(workflow: Mapping[str, Any], secrets: Secrets | None = None) -> None:
     """Raise :class:`UnsupportedConstruct` listing every construct the executor cannot run."""
-    found = unsupported(workflow)
+    found = unsupported(workflow, secrets)
     if len(found) == 1:
         raise UnsupportedConstruct(found[0])
     if found:
@@ -52,82 +64,174 @@ def check_supported(workflow: Mapping[str, Any]) -> None:
         )
 
 
-def unsupported(workflow: Mapping[str, Any]) -> list[str]:
+def unsupported(workflow: Mapping[str, Any], secrets: Secrets | None = None) -> list[str]:
     """Every construct of ``workflow`` the local executor cannot run, each with its path."""
     spec = workflow.get("spec") or {}
-    found = [
-        f"spec.{key} is not supported by the local executor"
-        for key in UNSUPPORTED_SPEC
-        if spec.get(key)
-    ]
-    templates = {t.get("name"): t for t in spec.get("templates") or []}
+    found = []
+    if spec.get("workflowTemplateRef"):
+        found.append(
+            "spec.workflowTemplateRef: the referenced WorkflowTemplate is on a cluster; run "
+            "the pipeline file that defines it"
+        )
+    found += list(_volumes(spec.get("volumes") or [], "spec"))
+    templates = {t.get("name"): t for t in with_defaults(spec)}
+    for i, t in enumerate(with_defaults(spec)):
+        found += _template(t, f"spec.templates[{i}] ({t.get('name')})", templates, secrets)
     entry = spec.get("entrypoint")
-    for i, t in enumerate(spec.get("templates") or []):
-        found += _template(t, f"spec.templates[{i}] ({t.get('name')})", entry)
     if entry not in templates:
-        return [*found, f"spec.entrypoint {entry!r} names no template"]
-    if "dag" not in templates[entry]:
-        return [*found, f"the entrypoint {entry!r} must be a DAG template"]
-    exit_handler = spec.get("onExit")
-    if exit_handler and exit_handler not in templates:
-        found.append(f"spec.onExit {exit_handler!r} names no template")
-    index = list(templates).index(entry)
-    return found + _tasks(templates[entry], f"spec.templates[{index}].dag", templates)
-
-
-def _template(t: Mapping[str, Any], where: str, entry: Any) -> list[str]:
-    found = [
-        f"{where}: `{key}` is not supported by the local executor"
-        + ("; express the steps as a DAG" if key == "steps" else "")
-        for key in UNSUPPORTED_TEMPLATE
-        if t.get(key)
+        found.append(f"spec.entrypoint {entry!r} names no template")
+    handlers = [("spec.onExit", spec.get("onExit"))]
+    handlers += [
+        (f"spec.hooks.{k}", (h or {}).get("template")) for k, h in (spec.get("hooks") or {}).items()
     ]
     found += [
-        f"{where}: {io}.artifacts are not supported locally"
-        for io in ("inputs", "outputs")
-        if (t.get(io) or {}).get("artifacts")
+        f"{where} {name!r} names no template"
+        for where, name in handlers
+        if name and name not in templates
     ]
-    if any(set(v) - {"name", "emptyDir"} for v in t.get("volumes") or []):
-        found.append(f"{where}: only emptyDir volumes run locally")
-    if "dag" in t and t.get("name") != entry:
-        found.append(f"{where}: nested DAG templates are not supported locally")
-    kinds = [k for k in ("container", "script", "resource", "dag") if k in t]
-    if not kinds and not any(t.get(k) for k in UNSUPPORTED_TEMPLATE):
-        found.append(f"{where}: no container, script, resource or dag to run")
-    found += list(_body(t, where))
-    found += list(_retry(t.get("retryStrategy") or {}, f"{where}.retryStrategy"))
     return found
 
 
-def _body(t: Mapping[str, Any], where: str) -> Iterator[str]:
-    """What a container, script or resource template must look like to run here."""
+def _template(
+    t: Mapping[str, Any], where: str, templates: Mapping[Any, Any], secrets: Secrets | None
+) -> list[str]:
+    found = [
+        f"{where}: `{key}` cannot run locally: {why}"
+        for key, why in CLUSTER_ONLY.items()
+        if t.get(key)
+    ]
+    kinds = ("container", "script", "resource", "dag", "steps", "suspend", "containerSet")
+    if not any(k in t for k in kinds) and not found:
+        found.append(
+            f"{where}: no container, script, resource, dag, steps, suspend or containerSet"
+        )
+    found += list(_artifacts(t, where))
+    found += list(_volumes(t.get("volumes") or [], where))
+    found += list(_containers(t, where, secrets))
+    found += list(_resource(t, where))
+    found += list(_retry(t.get("retryStrategy") or {}, f"{where}.retryStrategy"))
+    if "dag" in t:
+        found += _tasks(t, f"{where}.dag", templates)
+    for g, group in enumerate(t.get("steps") or []):
+        for j, step in enumerate(group if isinstance(group, list) else [group]):
+            found += _call(step, f"{where}.steps[{g}][{j}] (step {step.get('name')})", templates)
+    return found
+
+
+def _volumes(volumes: list[Mapping[str, Any]], where: str) -> Iterator[str]:
+    for v in volumes:
+        if not any(k in v for k in LOCAL_VOLUMES):
+            kind = next((k for k in v if k != "name"), "?")
+            yield (
+                f"{where}: volume {v.get('name')} ({kind}): only "
+                f"{', '.join(LOCAL_VOLUMES)} volumes run locally"
+            )
+
+
+def _artifacts(t: Mapping[str, Any], where: str) -> Iterator[str]:
+    for a in (t.get("inputs") or {}).get("artifacts") or []:
+        remote = [
+            k
+            for k in a
+            if k
+            not in (
+                "name",
+                "path",
+                "optional",
+                "mode",
+                "archive",
+                "recurseMode",
+                "deleted",
+                "globalName",
+                *ARTIFACT_SOURCES,
+            )
+        ]
+        if remote:
+            yield (
+                f"{where}: input artifact {a.get('name')} comes from {remote[0]}: local runs take "
+                "artifacts from earlier steps (from) or raw data only"
+            )
+    for a in (t.get("outputs") or {}).get("artifacts") or []:
+        if "zip" in (a.get("archive") or {}):
+            yield (
+                f"{where}: output artifact {a.get('name')}: archive zip is not supported "
+                "locally (use tar or none)"
+            )
+
+
+def _containers(t: Mapping[str, Any], where: str, secrets: Secrets | None) -> Iterator[str]:
+    main = [("container", t["container"])] if "container" in t else []
+    main += [("script", t["script"])] if "script" in t else []
+    others = [(f"initContainers[{i}]", c) for i, c in enumerate(t.get("initContainers") or [])]
+    others += [(f"sidecars[{i}]", c) for i, c in enumerate(t.get("sidecars") or [])]
+    others += [
+        (f"containerSet.containers[{i}]", c)
+        for i, c in enumerate((t.get("containerSet") or {}).get("containers") or [])
+    ]
+    for label, c in [*main, *others]:
+        at = f"{where}.{label}"
+        argv = [*(c.get("command") or []), *(c.get("args") or [])]
+        if label != "script" and not argv:
+            yield f"{at}: no command (image entrypoints are not known locally; give command)"
+        elif (
+            argv
+            and "{{" not in str(argv[0])
+            and str(argv[0]) not in _SHELL_WORDS
+            and shutil.which(str(argv[0])) is None
+        ):
+            yield (
+                f"{at}: command {argv[0]!r} (image {c.get('image')}) is not on this machine: local "
+                "runs execute commands on this host"
+            )
+        for e in c.get("env") or []:
+            vf = e.get("valueFrom") or {}
+            if vf and not ({"secretKeyRef", "fieldRef"} & set(vf)):
+                yield f"{at}: env {e.get('name')}: only secretKeyRef and fieldRef run locally"
+        if c.get("envFrom"):
+            yield f"{at}: envFrom is not supported locally; list the variables under env"
+    if secrets is not None:
+        for name, key, optional in secret_refs([c for _, c in [*main, *others]]):
+            if not optional and secrets.value(name, key) is None:
+                yield f"{where}: {secrets.missing(name, key)}"
     outputs = (t.get("outputs") or {}).get("parameters") or []
-    if "container" in t or "script" in t:
-        body = t.get("container") or t.get("script") or {}
-        if "script" not in t and not (body.get("command") or body.get("args")):
-            yield f"{where}: the container has no command (image entrypoints are not known locally)"
-        for e in body.get("env") or []:
-            if "valueFrom" in e:
-                yield f"{where}: env {e.get('name')} uses valueFrom"
-        for p in outputs:
-            if "path" not in (p.get("valueFrom") or {}):
-                yield f"{where}: output {p.get('name')} needs valueFrom.path locally"
-    if "resource" in t:
-        res = t["resource"] or {}
-        if res.get("action") != "create":
-            yield f"{where}.resource: only action: create runs locally"
-        for key in ("successCondition", "failureCondition"):
-            if res.get(key):
-                try:
-                    resource_condition(str(res[key]), {})
-                except UnsupportedConstruct as e:
-                    yield f"{where}.resource.{key}: {e}"
-        for p in outputs:
-            if not JSON_PATH.fullmatch(str((p.get("valueFrom") or {}).get("jsonPath", ""))):
-                yield (
-                    f"{where}: output {p.get('name')}: only jsonPath like "
-                    "'{.status.state.phase}' is supported locally"
-                )
+    for p in outputs:
+        vf = p.get("valueFrom") or {}
+        bad = set(vf) - {"path", "default", "expression", "parameter", "supplied", "jsonPath"}
+        if bad:
+            key = sorted(bad)[0]
+            yield f"{where}: output {p.get('name')}: valueFrom.{key} is not supported locally"
+
+
+def _resource(t: Mapping[str, Any], where: str) -> Iterator[str]:
+    if "resource" not in t:
+        return
+    res = t["resource"] or {}
+    if res.get("action") != "create":
+        yield f"{where}.resource: only action: create runs locally (got {res.get('action')!r})"
+    try:
+        obj = yaml.safe_load(fill_known(str(res.get("manifest", "")), {}, "x"))
+    except yaml.YAMLError:
+        obj = None
+    if isinstance(obj, dict) and not PLACEHOLDER.search(str(obj.get("kind", ""))):
+        from gangway.volcano.gang import is_job
+
+        if not is_job(obj):
+            yield (
+                f"{where}.resource: a {obj.get('apiVersion')}/{obj.get('kind')} needs a cluster; "
+                "only Volcano Jobs run locally (as a gang of processes)"
+            )
+    for key in ("successCondition", "failureCondition"):
+        if res.get(key):
+            try:
+                resource_condition(str(res[key]), {})
+            except UnsupportedConstruct as e:
+                yield f"{where}.resource.{key}: {e}"
+    for p in (t.get("outputs") or {}).get("parameters") or []:
+        if not JSON_PATH.fullmatch(str((p.get("valueFrom") or {}).get("jsonPath", ""))):
+            yield (
+                f"{where}: output {p.get('name')}: only jsonPath like "
+                "'{.status.state.phase}' is supported locally"
+            )
 
 
 def _retry(strategy: Mapping[str, Any], where: str) -> Iterator[str]:
@@ -147,11 +251,26 @@ def _retry(strategy: Mapping[str, Any], where: str) -> Iterator[str]:
             yield f"{where}.backoff.{key}: {e}"
 
 
-def task_dependencies(task: Mapping[str, Any], where: str | None = None) -> dict[str, set[str]]:
-    """The tasks ``task`` waits for, each with the phases that let it run."""
-    if task.get("depends"):
-        return depends_on(str(task["depends"]), where=where or f"task {task.get('name')}")
-    return {d: set(SATISFIED_BY_NAME) for d in task.get("dependencies") or []}
+def _call(task: Mapping[str, Any], at: str, templates: Mapping[Any, Any]) -> list[str]:
+    """What a DAG task or a step names: its template (or inline one) and its handlers."""
+    found = []
+    if task.get("templateRef"):
+        ref = task["templateRef"]
+        found.append(
+            f"{at}: templateRef {ref.get('name')}/{ref.get('template')} names a template on a "
+            "cluster; define the template in this workflow"
+        )
+    elif not task.get("inline") and task.get("template") not in templates:
+        found.append(f"{at}: unknown template {task.get('template')!r}")
+    handlers = [task.get("onExit")] + [
+        (h or {}).get("template") for h in (task.get("hooks") or {}).values()
+    ]
+    found += [
+        f"{at}: exit handler / hook {h!r} names no template"
+        for h in handlers
+        if h and h not in templates
+    ]
+    return found
 
 
 def _tasks(dag: Mapping[str, Any], where: str, templates: Mapping[Any, Any]) -> list[str]:
@@ -160,15 +279,11 @@ def _tasks(dag: Mapping[str, Any], where: str, templates: Mapping[Any, Any]) -> 
     found: list[str] = []
     for j, task in enumerate(tasks):
         at = f"{where}.tasks[{j}] (task {task.get('name')})"
-        found += [
-            f"{at}: `{key}` is not supported locally" for key in UNSUPPORTED_TASK if task.get(key)
-        ]
-        if task.get("template") not in templates:
-            found.append(f"{at}: unknown template {task.get('template')!r}")
+        found += _call(task, at, templates)
         try:
-            deps = task_dependencies(task, at)
+            deps = task_depends(task, where=at)
         except UnsupportedConstruct as e:
             found.append(str(e))
             continue
-        found += [f"{at}: depends on unknown task {d!r}" for d in deps if d not in names]
+        found += [f"{at}: depends on unknown task {d!r}" for d in deps.tasks if d not in names]
     return found

@@ -39,7 +39,8 @@ def workflow_from_template(
     check_parameter_names(dict(template), overrides or {})
     for name, value in (overrides or {}).items():
         known[name]["value"] = str(value)
-    base = template.get("metadata", {}).get("name") or "workflow"
+    meta_in = template.get("metadata", {})
+    base = meta_in.get("name") or str(meta_in.get("generateName") or "workflow").rstrip("-.")
     meta = {
         "name": f"{base}-{secrets.token_hex(3)}",
         "uid": uid or str(uuid.uuid4()),

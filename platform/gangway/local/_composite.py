@@ -1,0 +1,105 @@
+"""A ``dag`` or ``steps`` template at one node: its children run (:mod:`._dag`,
+:mod:`._steps`), the whole retried by the template's ``retryStrategy``, and its outputs taken
+from its children's — ``valueFrom.parameter`` / ``valueFrom.expression`` for parameters,
+``from`` for artifacts — as Argo takes them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gangway.argo.expressions import evaluate
+from gangway.argo.substitution import substitute
+from gangway.local._model import NodeResult
+from gangway.retries import LastAttempt, next_retry
+
+if TYPE_CHECKING:
+    from gangway.local._walk import Walker
+
+__all__ = ["Body", "child_name", "run_composite"]
+
+
+@dataclass
+class Body:
+    """How a DAG's or steps' children ended."""
+
+    phase: str
+    scope: dict[str, str] = field(default_factory=dict)
+    """The scope of their results (``tasks.*`` / ``steps.*``), for the template's outputs."""
+    message: str = ""
+
+
+def child_name(prefix: str, name: str, group: int | None = None) -> str:
+    """A child's node name: ``task`` / ``[0].step`` at the top, ``N.task`` / ``N[0].step``
+    inside node ``N``."""
+    if group is not None:
+        return f"{prefix}[{group}].{name}"
+    return f"{prefix}.{name}" if prefix else name
+
+
+def run_composite(
+    w: Walker,
+    template: Mapping[str, Any],
+    scope: Mapping[str, str],
+    node_name: str,
+    task: str,
+    depth: int,
+) -> NodeResult:
+    from gangway.local._dag import run_dag
+    from gangway.local._steps import run_steps
+
+    run = run_dag if "dag" in template else run_steps
+    strategy = dict(template.get("retryStrategy") or {})
+    strategy["limit"] = int(
+        substitute(str(strategy.get("limit", 0)), scope, where="retryStrategy.limit")
+    )
+    started, attempt = w.clock.now(), 0
+    while True:
+        prefix = node_name if attempt == 0 else f"{node_name}({attempt})"
+        try:
+            body = run(w, template, prefix, scope, depth)
+        finally:
+            w.stop_daemons(prefix)
+        if body.phase == "Succeeded" or w.stopping:
+            break
+        last = LastAttempt(body.phase, None, body.message)
+        delay = next_retry(strategy, last, retries_done=attempt, elapsed=w.clock.now() - started)
+        if delay is None:
+            break
+        w.clock.sleep(delay)
+        attempt += 1
+    node = NodeResult(node_name, task, str(template["name"]), body.phase, attempt + 1)
+    node.message = body.message
+    if body.phase == "Succeeded":
+        node.outputs, node.artifacts = _outputs(template, {**scope, **body.scope}, node_name)
+        w.publish(template, node)
+    return node
+
+
+def _outputs(
+    template: Mapping[str, Any], scope: Mapping[str, str], node_name: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    where = f"node {node_name}: outputs"
+    outs = template.get("outputs") or {}
+    params: dict[str, str] = {}
+    for p in outs.get("parameters") or []:
+        vf = p.get("valueFrom") or {}
+        try:
+            if "parameter" in vf:
+                params[p["name"]] = substitute(str(vf["parameter"]), scope, where=where)
+            elif "expression" in vf:
+                value = evaluate(str(vf["expression"]), scope)
+                params[p["name"]] = str(value).lower() if isinstance(value, bool) else str(value)
+            elif "value" in p:
+                params[p["name"]] = substitute(str(p["value"]), scope, where=where)
+        except Exception:
+            if "default" not in vf:
+                raise
+            params[p["name"]] = str(vf["default"])
+    artifacts = {
+        str(a["name"]): substitute(str(a["from"]), scope, where=where)
+        for a in outs.get("artifacts") or []
+        if a.get("from")
+    }
+    return params, artifacts
