@@ -146,10 +146,11 @@ def test_a_night_killed_half_way_is_completed_by_the_next_without_duplicates(
 
 
 def test_a_suite_whose_data_changed_fails_its_evaluation_by_name_and_leaves_it_due(
-    trained: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch
+    trained: tuple[Path, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Scores on other data would not compare: the step refuses, naming both digests, and
     the evaluation run is FAILED — not finished, so the next night tries it again."""
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root is relative to the cwd
     from components import nightly
     from gangway.errors import PermanentError
     from gangway.evals.suites import load_suites, suites_json

@@ -73,8 +73,10 @@ class Depends:
 
     def expects_failure_of(self, task: str) -> bool:
         """Whether the clause names a failure of ``task`` (``.Failed``, ``.Errored``,
-        ``.AllFailed``) or negates it: the task's failure is then something this DAG handles."""
-        return bool(self.results.get(task, frozenset()) & {"Failed", "Errored", "AllFailed", "!"})
+        ``.AllFailed``), asks for any of its items to succeed (``.AnySucceeded``: the others
+        may fail) or negates it: the task's failure is then something this DAG handles."""
+        named = self.results.get(task, frozenset())
+        return bool(named & {"Failed", "Errored", "AllFailed", "AnySucceeded", "!"})
 
 
 def parse_depends(clause: str, *, where: str) -> Depends:

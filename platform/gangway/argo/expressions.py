@@ -19,8 +19,12 @@ __all__ = ["evaluate", "when_holds"]
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<str>'[^']*'|\"[^\"]*\")|(?P<name>[A-Za-z_][\w.-]*(?<![.-]))"
-    r"|(?P<op>\|\||&&|==|!=|<=|>=|!|[-+*/%<>()\[\],]))"
+    r"|(?P<op>\|\||&&|==|!=|<=|>=|!|[-+*/%<>()\[\],?:]))"
 )
+
+
+_STRICT = object()
+"""``missing`` when an unknown name is an error."""
 
 
 def _as_int(v: Any) -> int:
@@ -65,16 +69,19 @@ _ALLOWED = (
     ast.List,
     ast.Tuple,
     ast.Call,
+    ast.IfExp,
 )
+_SUBSCRIPT = re.compile(r"""\[\s*(?:'([^']*)'|"([^"]*)")\s*\]""")
+"""``tasks['flip-coin']``: expr's index by name, read as the dotted ``tasks.flip-coin``."""
 
 
 def _translate(
-    expr: str, scope: Mapping[str, Any], bare_strings: bool = False
+    expr: str, scope: Mapping[str, Any], bare_strings: bool = False, missing: Any = _STRICT
 ) -> tuple[str, dict[str, Any]]:
     out: list[str] = []
     values: dict[str, Any] = {}
     pos = 0
-    expr = expr.strip()
+    expr = _SUBSCRIPT.sub(lambda m: "." + (m.group(1) or m.group(2) or ""), expr.strip())
     while pos < len(expr):
         m = _TOKEN.match(expr, pos)
         if not m or m.end() == pos:
@@ -86,24 +93,65 @@ def _translate(
         if name := m.group("name"):
             if name in _FUNCS or name in ("in", "not", "true", "false"):
                 out.append({"true": "True", "false": "False"}.get(name, name))
-            elif name in scope or bare_strings:
+            elif name in scope or bare_strings or missing is not _STRICT:
                 key = f"_v{len(values)}"
-                values[key] = scope.get(name, name)
+                values[key] = scope[name] if name in scope else name if bare_strings else missing
                 out.append(key)
             else:
                 raise UnsupportedConstruct(f"expression {expr!r}: unknown variable {name!r}")
             continue
         op = m.group("op")
         out.append({"||": " or ", "&&": " and ", "!": " not "}.get(op, op))
-    return " ".join(out), values
+    return " ".join(_ternary(out, expr)), values
 
 
-def evaluate(expr: str, scope: Mapping[str, Any], *, bare_strings: bool = False) -> Any:
+def _ternary(tokens: list[str], expr: str) -> list[str]:
+    """expr's ``cond ? a : b`` as Python's ``(a) if (cond) else (b)``, inner groups first."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):  # each parenthesized group on its own
+        if tokens[i] in ("(", "["):
+            j = _closing(tokens, i)
+            out += [tokens[i], *_ternary(tokens[i + 1 : j], expr), tokens[j]]
+            i = j + 1
+        else:
+            out.append(tokens[i])
+            i += 1
+    if "?" not in out:
+        return out
+    q = out.index("?")
+    nest = 0
+    for j in range(q + 1, len(out)):
+        if out[j] == "?":
+            nest += 1
+        elif out[j] == ":" and nest:
+            nest -= 1
+        elif out[j] == ":":
+            cond, then, other = out[:q], out[q + 1 : j], _ternary(out[j + 1 :], expr)
+            return ["(", *then, ")", " if ", "(", *cond, ")", " else ", "(", *other, ")"]
+    raise UnsupportedConstruct(f"expression {expr!r}: a '?' without its ':'")
+
+
+def _closing(tokens: list[str], i: int) -> int:
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += tokens[j] in ("(", "[")
+        depth -= tokens[j] in (")", "]")
+        if depth == 0:
+            return j
+    return len(tokens) - 1
+
+
+def evaluate(
+    expr: str, scope: Mapping[str, Any], *, bare_strings: bool = False, missing: Any = _STRICT
+) -> Any:
     """Evaluate ``expr`` with dotted names from ``scope`` (e.g. ``lastRetry.exitCode``).
 
     ``bare_strings``: a name that is not in scope is the string it spells, as in a ``when``
-    (govaluate, as Argo runs it: ``{{tasks.flip.outputs.result}} == heads``)."""
-    text, values = _translate(expr, scope, bare_strings)
+    (govaluate, as Argo runs it: ``{{tasks.flip.outputs.result}} == heads``). ``missing``: the
+    value of a name not in scope (expr's nil for an absent key, as in the branch of a
+    ternary not taken), else such a name is an error."""
+    text, values = _translate(expr, scope, bare_strings, missing)
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:

@@ -89,7 +89,7 @@ def _outputs(
             if "parameter" in vf:
                 params[p["name"]] = substitute(str(vf["parameter"]), scope, where=where)
             elif "expression" in vf:
-                value = evaluate(str(vf["expression"]), scope)
+                value = evaluate(str(vf["expression"]), scope, missing=None)
                 params[p["name"]] = str(value).lower() if isinstance(value, bool) else str(value)
             elif "value" in p:
                 params[p["name"]] = substitute(str(p["value"]), scope, where=where)

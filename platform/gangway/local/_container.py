@@ -50,7 +50,11 @@ def run_container_set(a: Attempt, ctx: RunContext) -> Outcome:
     """Run a ``containerSet``: its containers in dependency order, sharing the pod's volumes;
     the one named ``main`` (else the last) gives ``result`` and ``exitCode``."""
     spec = a.template.get("containerSet") or {}
-    containers = list(spec.get("containers") or [])
+    shared = list(spec.get("volumeMounts") or [])  # every container of the set mounts these
+    containers = [
+        {**c, "volumeMounts": [*shared, *(c.get("volumeMounts") or [])]}
+        for c in spec.get("containers") or []
+    ]
     order = _ordered(containers, a.where)
     last = next((c for c in containers if c.get("name") == "main"), order[-1] if order else {})
     with _pod(a, ctx, containers) as pod:

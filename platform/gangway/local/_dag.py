@@ -118,7 +118,7 @@ def _start_ready(
                 w.record(omitted)
                 ended[name], states[name] = omitted, TaskState("Omitted")
                 continue
-            sc = {**scope, **ended_scope("tasks", ended)}
+            sc = {**scope, **w.globals, **ended_scope("tasks", ended)}
             running[pool.submit(run_task, w, tasks[name], node_name, sc, depth, "tasks")] = name
 
 

@@ -39,7 +39,7 @@ def run_steps(
                 node.message = why
                 w.record(node)
             continue
-        sc = {**scope, **ended_scope("steps", ended)}
+        sc = {**scope, **w.globals, **ended_scope("steps", ended)}
 
         def one(step: Mapping[str, Any], g: int = g, sc: Mapping[str, str] = sc) -> NodeResult:
             return run_task(w, step, child_name(prefix, str(step["name"]), g), sc, depth, "steps")

@@ -58,22 +58,30 @@ def run_task(
     kind: str,
 ) -> NodeResult:
     """Run one task (``kind`` "tasks") or step (``kind`` "steps") at ``node_name``."""
-    name = str(task["name"])
-    template = str(task.get("template") or f"{name}-inline")
-    if "when" in task:
-        cond = substitute(str(task["when"]), scope, where=f"{node_name}.when")
-        if not when_holds(cond):
-            skipped = NodeResult(node_name, name, template, "Skipped")
-            skipped.message = f"when: {cond} is false"
-            w.record(skipped)
-            return skipped
     items = task_items(task, scope)
     if items is None:
-        node = w.call(task, node_name, scope, depth)
+        node = _skipped(w, task, node_name, scope) or w.call(task, node_name, scope, depth)
     else:
         node = _fan_out(w, task, node_name, scope, depth, items)
     _hooks(w, task, node, scope, depth, kind)
     return node
+
+
+def _skipped(
+    w: Walker, task: Mapping[str, Any], node_name: str, scope: Mapping[str, str]
+) -> NodeResult | None:
+    """The Skipped node when the task's ``when`` is false (for a fanned-out task, evaluated
+    per item, with ``{{item}}`` in scope), else None."""
+    if "when" not in task:
+        return None
+    cond = substitute(str(task["when"]), scope, where=f"{node_name}.when")
+    if when_holds(cond):
+        return None
+    name = str(task["name"])
+    skipped = NodeResult(node_name, name, str(task.get("template") or f"{name}-inline"), "Skipped")
+    skipped.message = f"when: {cond} is false"
+    w.record(skipped)
+    return skipped
 
 
 def _fan_out(
@@ -98,7 +106,8 @@ def _fan_out(
             omitted.message = "not run: the run is stopping"
             w.record(omitted)
             return omitted
-        return w.call(task, item_name, {**scope, **item_scope(item)}, depth)
+        item_vars = {**scope, **item_scope(item)}
+        return _skipped(w, task, item_name, item_vars) or w.call(task, item_name, item_vars, depth)
 
     # Items run side by side (as Argo runs them) up to the parallelism limit.
     with ThreadPoolExecutor(max_workers=max(1, min(w.slots.n, len(items), 32))) as pool:

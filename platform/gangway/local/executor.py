@@ -136,7 +136,19 @@ class LocalExecutor(Walker):
         t0 = self.clock.now()
         timer = self._deadline()  # 1.
         template = self.templates[self.spec["entrypoint"]]
-        entry = {"name": template["name"], "template": template["name"]}
+        # The entrypoint's inputs are the workflow's arguments, by name (as Argo fills them).
+        declared = {p.get("name") for p in (template.get("inputs") or {}).get("parameters") or []}
+        args = self.spec.get("arguments") or {}
+        entry = {
+            "name": template["name"],
+            "template": template["name"],
+            "arguments": {
+                "parameters": [
+                    {"name": k, "value": v} for k, v in self.params.items() if k in declared
+                ],
+                "artifacts": list(args.get("artifacts") or []),
+            },
+        }
         # A DAG's or steps' children are the top nodes (``task``, ``[0].step``); a lone leaf
         # is one node named after its template.
         top_name = "" if "dag" in template or "steps" in template else str(template["name"])

@@ -1,0 +1,21 @@
+"""Template builders the feature workflows share: a ``sh -c`` container, a ``python -c`` one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hera.workflows import Container
+
+IMAGE = "python:3.11"
+
+__all__ = ["IMAGE", "py", "sh"]
+
+
+def sh(name: str, script: str, **kwargs: Any) -> Container:
+    """A container template running ``sh -c SCRIPT`` (its stdout is ``outputs.result``)."""
+    return Container(name=name, image=IMAGE, command=["sh", "-c"], args=[script], **kwargs)
+
+
+def py(name: str, code: str, **kwargs: Any) -> Container:
+    """A container template running ``python -c CODE``."""
+    return Container(name=name, image=IMAGE, command=["python", "-c"], args=[code], **kwargs)
