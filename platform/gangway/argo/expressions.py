@@ -95,7 +95,7 @@ def _translate(
                 out.append({"true": "True", "false": "False"}.get(name, name))
             elif name in scope or bare_strings or missing is not _STRICT:
                 key = f"_v{len(values)}"
-                values[key] = scope[name] if name in scope else name if bare_strings else missing
+                values[key] = scope.get(name, name if bare_strings else missing)
                 out.append(key)
             else:
                 raise UnsupportedConstruct(f"expression {expr!r}: unknown variable {name!r}")

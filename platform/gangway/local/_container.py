@@ -51,7 +51,7 @@ def run_container_set(a: Attempt, ctx: RunContext) -> Outcome:
     the one named ``main`` (else the last) gives ``result`` and ``exitCode``."""
     spec = a.template.get("containerSet") or {}
     shared = list(spec.get("volumeMounts") or [])  # every container of the set mounts these
-    containers = [
+    containers: list[Mapping[str, Any]] = [
         {**c, "volumeMounts": [*shared, *(c.get("volumeMounts") or [])]}
         for c in spec.get("containers") or []
     ]
