@@ -91,6 +91,8 @@ def executor(module: str, tmp_path: Path, **kwargs: Any) -> tuple[dict[str, Any]
     secrets = tmp_path / "secrets"
     secrets.mkdir(exist_ok=True)
     options: dict[str, Any] = {"parallelism": 4, "auto_resume": False, "secrets_dir": secrets}
+    # Hera runner steps import their workflow module, as the image would.
+    options["env"] = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     options.update(kwargs)
     return wf, local.LocalExecutor(wf, tmp_path / "state", **options)
 
@@ -337,3 +339,13 @@ def test_unsupported_constructs_are_refused_together(tmp_path: Path) -> None:
         assert template in message, message
     for construct in ("resource", "http", "plugin"):
         assert construct in message.lower(), message
+
+
+def test_hera_runner_artifacts_reach_the_paths_the_runner_reads(tmp_path: Path) -> None:
+    """Hera's runner reads its input artifacts at the paths its annotations name (Hera's
+    default input directory, an explicit path) and writes its outputs where Hera's outputs
+    directory is: both reach the step's own directories, so the size counts both copies."""
+    res = run("runner_artifacts", tmp_path)
+    assert res.phase == "Succeeded", describe(res)
+    assert node(res, "consume").outputs == {"size": "12"}, describe(res)
+    assert node(res, "produce").artifacts["data"].endswith("/data.tgz")

@@ -139,6 +139,12 @@ CASES = [
          "read-tree": ok("a.txt=alpha sub/b.txt=beta")},
         id="artifact-file-and-directory",
     ),
+    pytest.param(
+        "runner_artifacts",
+        S,
+        {"produce": ok(), "consume": ok()},
+        id="hera-runner-artifacts",
+    ),
     pytest.param("artifacts_raw", S, {"show": ok("[gw]\nmode=raw")}, id="raw-input-artifact"),
     pytest.param(
         "outputs_optional",

@@ -37,13 +37,27 @@ def lint_cmd(
     context: Annotated[
         str | None, typer.Option(help="read the CRDs from this kube context's cluster instead")
     ] = None,
+    no_platform: Annotated[
+        bool,
+        typer.Option(
+            "--no-platform",
+            help="check only what Argo and Kubernetes would refuse (schemas, Argo's rules); "
+            "skip the Gangway platform rules (gangs, GPU selection, Pod Security, "
+            "registries, queues)",
+        ),
+    ] = False,
 ) -> None:
     """Validate manifests against the installed CRDs, Argo's own rules and the platform's.
+
+    Objects of core Kubernetes kinds (a resource template's Service, ConfigMap, Job ...) are
+    checked against the Kubernetes schemas; a kind with neither a CRD nor such a schema is a
+    warning. With --no-platform, only the schemas and Argo's rules are checked, for a workflow
+    that is valid Argo but not written for the Gangway platform.
 
     With -p, the values are filled into every manifest the way Argo will fill them, and a value
     that would change a manifest's structure or break a rule is reported with its parameter.
     Every finding names the object, the field path and what to do; the exit code is 1 when
-    there is any error.
+    there is any error (warnings are printed and do not fail).
     """
     from gangway.lint import CrdSchemas
 
@@ -65,7 +79,9 @@ def lint_cmd(
     for target in targets:
         for obj in load_manifests(target):
             count += 1
-            findings += [(target, f) for f in _findings(obj, values, schemas)]
+            findings += [
+                (target, f) for f in _findings(obj, values, schemas, platform=not no_platform)
+            ]
     if findings:
         table = Table(header_style="bold", show_lines=False)
         for col in ("file", "object", "field", "problem"):
@@ -75,15 +91,16 @@ def lint_cmd(
             table.add_row(str(target), f.obj, f.path, Text(f.message, style=colour))
         console.print(table)
     errors = sum(f.severity == "error" for _, f in findings)
+    skipped = " (platform rules skipped: --no-platform)" if no_platform else ""
     console.print(
         f"{count} object(s) checked against {schemas.source}: {errors} error(s), "
-        f"{len(findings) - errors} warning(s)"
+        f"{len(findings) - errors} warning(s){skipped}"
     )
     if errors:
         raise typer.Exit(1)
 
 
-def _findings(obj: Any, values: dict[str, str], schemas: Any) -> list[Any]:
+def _findings(obj: Any, values: dict[str, str], schemas: Any, *, platform: bool) -> list[Any]:
     """One manifest's findings, filled with the known ``values``; each finding the values
     cause names them."""
     from gangway.compiler import declared_parameters
@@ -94,8 +111,9 @@ def _findings(obj: Any, values: dict[str, str], schemas: Any) -> list[Any]:
     known = {k: v for k, v in values.items() if k in declared}  # the rest: findings
     filled = with_values(obj, known) if known else obj
     # Each value alone too: one that breaks a manifest would hide what another does.
-    blamed = {(v.finding.obj, v.finding.path): v for v in check_values(obj, values, schemas)}
-    shown = {(f.obj, f.path): f for f in lint_manifest(filled, schemas)}
+    found = check_values(obj, values, schemas, platform=platform)
+    blamed = {(v.finding.obj, v.finding.path): v for v in found}
+    shown = {(f.obj, f.path): f for f in lint_manifest(filled, schemas, platform=platform)}
     shown.update({k: v.finding for k, v in blamed.items() if k not in shown})
     out = []
     for key, f in shown.items():

@@ -6,16 +6,23 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gangway.argo.conditions import depends_on, resource_condition
+from gangway.argo.depends import task_depends
+from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.scope import workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
-from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
 from gangway.retries import RETRY_POLICIES
 
 __all__ = ["check_workflow"]
 
 _NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]{0,127}$")
+_KEY = r"[A-Za-z0-9][\w./-]*"
+_VALUE = r"[\w.-]*"
+_REQUIREMENT = re.compile(
+    rf"\s*(?:!\s*{_KEY}|{_KEY}(?:\s*(?:==|=|!=|>|<)\s*{_VALUE}"
+    rf"|\s+(?:in|notin)\s*\(\s*{_VALUE}(?:\s*,\s*{_VALUE})*\s*\))?)\s*"
+)
+"""One requirement of a Kubernetes label selector (``k8s.io/apimachinery/pkg/labels``)."""
 _REF = re.compile(
     r"(inputs\.parameters|workflow\.parameters|tasks\.([\w-]+)\.outputs\.parameters)"
     r"(?:\.([\w-]+)|\[['\"]([\w-]+)['\"]\])"
@@ -84,14 +91,41 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
         out += _check_retry(t.get("retryStrategy"), f"{tp}.retryStrategy", name)
         res = t.get("resource") or {}
         for cond in ("successCondition", "failureCondition"):
-            if res.get(cond):
-                try:
-                    resource_condition(str(res[cond]), {})
-                except PermanentError as e:
-                    out.append(Finding(name, f"{tp}.resource.{cond}", str(e)))
+            problem = _condition_problem(str(res[cond])) if res.get(cond) else None
+            if problem:
+                out.append(Finding(name, f"{tp}.resource.{cond}", problem))
         if "dag" in t:
             out += _check_dag(t, tp, templates, wf_params, name)
     return out
+
+
+def _condition_problem(condition: str) -> str | None:
+    """Argo reads a resource condition as a Kubernetes label selector over the object's
+    fields: comma-separated requirements ``key OP value`` (OP ``=``, ``==``, ``!=``, ``>``,
+    ``<``), ``key in (v1, v2)`` / ``key notin (...)``, ``key`` or ``!key``."""
+    plain = PLACEHOLDER.sub("x", condition)
+    for req in _split_requirements(plain):
+        if not _REQUIREMENT.fullmatch(req):
+            part = "" if req.strip() == plain.strip() else f" (in {req.strip()!r})"
+            return (
+                f"resource condition {condition!r} is not supported{part}: write requirements "
+                "'key OP value' (OP one of =, ==, !=, >, <), 'key in (a,b)', "
+                "'key notin (a,b)', 'key' or '!key', separated by commas"
+            )
+    return None
+
+
+def _split_requirements(condition: str) -> list[str]:
+    """Split at the commas outside parentheses (``phase in (Failed,Aborted)`` is one)."""
+    out, depth, cur = [], 0, ""
+    for ch in condition:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur]
 
 
 def _undeclared_workflow_parameter(ref: str, path: str, name: str) -> Finding:
@@ -140,18 +174,18 @@ def _check_dag(
             out.append(
                 Finding(name, f"{path}.template", f"template {task['template']!r} does not exist")
             )
-        deps: set[str] = set(task.get("dependencies") or [])
-        if task.get("depends"):
-            try:
-                deps |= set(depends_on(str(task["depends"]), where=path))
-            except PermanentError:
-                deps |= set(re.findall(r"[A-Za-z0-9][\w-]*(?=\.|\s|$|\))", str(task["depends"])))
+        field = f"{path}.depends" if task.get("depends") else f"{path}.dependencies"
+        try:
+            deps = set(task_depends(task, where=f"task {tname!r}").tasks)
+        except UnsupportedConstruct as e:
+            out.append(Finding(name, field, str(e)))
+            deps = set()
         for d in sorted(deps):
             if d not in by_name:
                 out.append(
                     Finding(
                         name,
-                        f"{path}.depends",
+                        field,
                         f"depends on task {d!r}, which does not exist in this DAG",
                     )
                 )
@@ -178,7 +212,9 @@ def _check_task_output(
 ) -> list[Finding]:
     if task not in by_name:
         return [Finding(name, path, f"refers to outputs of task {task!r}, which does not exist")]
-    tmpl = templates.get(by_name[task].get("template"), {})
+    tmpl = templates.get(by_name[task].get("template")) or by_name[task].get("inline")
+    if tmpl is None:  # a templateRef: its outputs are in another WorkflowTemplate
+        return []
     outs = {p.get("name") for p in (tmpl.get("outputs") or {}).get("parameters") or []}
     if param not in outs:
         return [Finding(name, path, f"task {task!r} has no output parameter {param!r}")]

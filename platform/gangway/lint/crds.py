@@ -28,6 +28,14 @@ _DROP = {
     "x-kubernetes-embedded-resource",
     "format",
 }
+"""Schema *keywords* left out of the JSON Schema (with every other ``x-kubernetes-*``)."""
+
+_NAMED = {"properties", "patternProperties"}
+"""Keywords whose keys are field names, each mapped to a schema: a field may be called
+``format`` (``withSequence.format``) and must stay."""
+
+_DATA = {"default", "enum", "example", "const"}
+"""Keywords whose values are data, not schemas: kept as they are."""
 
 
 def to_json_schema(node: Any) -> Any:
@@ -36,11 +44,14 @@ def to_json_schema(node: Any) -> Any:
         return [to_json_schema(n) for n in node]
     if not isinstance(node, dict):
         return node
-    out = {
-        k: to_json_schema(v)
-        for k, v in node.items()
-        if k not in _DROP and not k.startswith("x-kubernetes-")
-    }
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if k in _DROP or k.startswith("x-kubernetes-"):
+            continue
+        if k in _NAMED and isinstance(v, dict):
+            out[k] = {name: to_json_schema(s) for name, s in v.items()}
+        else:
+            out[k] = v if k in _DATA else to_json_schema(v)
     if node.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]

@@ -1,4 +1,5 @@
-"""Structural validation of an object against its CRD's schema (jsonschema)."""
+"""Structural validation of an object against its schema (jsonschema): its CRD's, else the
+core Kubernetes kind's (:mod:`gangway.lint.core_kinds`); a kind with neither is a warning."""
 
 from __future__ import annotations
 
@@ -8,11 +9,23 @@ from typing import Any
 from jsonschema.exceptions import ValidationError
 
 from gangway.lint._findings import Finding, path_str
+from gangway.lint.core_kinds import KUBERNETES_VERSION, core_validator
 from gangway.lint.crds import CrdSchemas
 
 __all__ = ["validate_structure"]
 
 _UNEXPECTED = re.compile(r"\('(.+?)' (?:was|were) unexpected\)")
+
+
+def _types(alternatives: Any) -> list[str]:
+    """The JSON types a list of ``anyOf`` / ``oneOf`` schemas allows (null left out)."""
+    out: list[str] = []
+    for schema in alternatives if isinstance(alternatives, list) else []:
+        t = schema.get("type") if isinstance(schema, dict) else None
+        for name in t if isinstance(t, list) else [t]:
+            if isinstance(name, str) and name != "null" and name not in out:
+                out.append(name)
+    return out
 
 
 def _message(err: ValidationError) -> tuple[str, str]:
@@ -24,26 +37,34 @@ def _message(err: ValidationError) -> tuple[str, str]:
         return where, f"unknown field {field!r}; remove it or fix the spelling"
     if err.validator == "required":
         return path, f"{err.message}; add it"
-    if err.validator == "anyOf":
-        return path, f"{err.instance!r} is not an integer or a string"
+    if err.validator in ("anyOf", "oneOf") and (types := _types(err.validator_value)):
+        if sorted(types) == ["integer", "string"]:
+            return path, f"{err.instance!r} is not an integer or a string"
+        return path, f"{err.instance!r} is not of type {' or '.join(types)}"
     if err.validator == "type":
-        return path, f"{err.instance!r} is not of type {err.validator_value}"
+        expected = err.validator_value
+        if isinstance(expected, list):
+            expected = " or ".join(str(t) for t in expected if t != "null")
+        return path, f"{err.instance!r} is not of type {expected}"
     if err.validator == "enum":
         return path, f"{err.instance!r} is not one of {err.validator_value}"
     return path, err.message
 
 
 def validate_structure(obj: dict[str, Any], schemas: CrdSchemas, name: str) -> list[Finding]:
-    """Every schema violation of ``obj``, each with its field path."""
+    """Every schema violation of ``obj``, each with its field path; a warning when no schema
+    knows its kind (its fields are then not checked)."""
     key = (str(obj.get("apiVersion")), str(obj.get("kind")))
-    validator = schemas.validator(*key)
+    validator = schemas.validator(*key) or core_validator(*key)
     if validator is None:
         return [
             Finding(
                 name,
                 "apiVersion",
-                f"no CRD for {key[0]} {key[1]} in {schemas.source}; "
-                "install the CRD or pass --crds with it",
+                f"no schema for apiVersion {key[0]!r} kind {key[1]!r}: no CRD for it in "
+                f"{schemas.source} and not a core Kubernetes {KUBERNETES_VERSION} kind, so its "
+                "fields are not checked; install the CRD or pass --crds with it",
+                severity="warning",
             )
         ]
     findings = []

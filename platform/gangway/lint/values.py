@@ -76,15 +76,23 @@ def with_values(obj: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, 
     return out
 
 
-def _errors(obj: Mapping[str, Any], schemas: CrdSchemas | None) -> dict[tuple[str, str], Finding]:
-    return {(f.obj, f.path): f for f in lint_manifest(obj, schemas) if f.severity == "error"}
+def _errors(
+    obj: Mapping[str, Any], schemas: CrdSchemas | None, platform: bool
+) -> dict[tuple[str, str], Finding]:
+    found = lint_manifest(obj, schemas, platform=platform)
+    return {(f.obj, f.path): f for f in found if f.severity == "error"}
 
 
 def check_values(
-    obj: Mapping[str, Any], values: Mapping[str, str], schemas: CrdSchemas | None
+    obj: Mapping[str, Any],
+    values: Mapping[str, str],
+    schemas: CrdSchemas | None,
+    *,
+    platform: bool = True,
 ) -> list[ValueFinding]:
     """Every lint error the supplied ``values`` cause (absent with the defaults), each with the
-    parameter that causes it — or with none, when only the values together cause it."""
+    parameter that causes it — or with none, when only the values together cause it.
+    ``platform=False`` leaves the platform rules out, as :func:`gangway.lint.lint_manifest`."""
     if not values:
         return []
     declared = declared_parameters(dict(obj))
@@ -110,14 +118,14 @@ def check_values(
     ]
     if nested:
         return nested
-    base = _errors(obj, schemas) if changed else {}
+    base = _errors(obj, schemas, platform) if changed else {}
     out: list[ValueFinding] = []
     for name, value in changed.items():
-        errs = _errors(with_values(obj, {name: value}), schemas)
+        errs = _errors(with_values(obj, {name: value}), schemas, platform)
         out += [ValueFinding((name,), f) for k, f in errs.items() if k not in base]
     if len(changed) > 1:
         seen = base.keys() | {(v.finding.obj, v.finding.path) for v in out}
-        together = _errors(with_values(obj, changed), schemas)
+        together = _errors(with_values(obj, changed), schemas, platform)
         out += [ValueFinding((), f) for k, f in together.items() if k not in seen]
     return out
 

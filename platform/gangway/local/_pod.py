@@ -9,6 +9,7 @@ main container, the containers of a ``containerSet`` in the order their dependen
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import IO, Any
 
 from gangway.argo.substitution import substitute_tree
 from gangway.errors import PermanentError
+from gangway.hera_runner import MOUNTS_ENV
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._env import resolve_env
 from gangway.local._model import Outcome
@@ -55,6 +57,8 @@ class Pod:
             argv = [*(argv or ["sh"]), str(src)]
         if argv and argv[0] == "python":
             argv[0] = sys.executable
+        if "hera.workflows.runner" in argv:  # Hera's runner, with the pod's paths mapped
+            argv[argv.index("hera.workflows.runner")] = "gangway.hera_runner"
         return argv
 
     def environ(self, c: Mapping[str, Any]) -> dict[str, str]:
@@ -66,6 +70,7 @@ class Pod:
         tmp = self.a.scratch / "tmp"
         tmp.mkdir(exist_ok=True)
         env["TMPDIR"] = str(tmp)
+        env[MOUNTS_ENV] = json.dumps([[k, str(v)] for k, v in self.files.mounts])
         filled = substitute_tree(self.files.tree(dict(c)), self.a.scope, where=self.a.where)
         env.update(resolve_env(filled, self.ctx.secrets, self.facts))
         return env
