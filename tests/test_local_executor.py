@@ -573,3 +573,42 @@ def test_a_failing_exit_handler_fails_the_workflow(tmp_path: Path) -> None:
     result = run(wt, tmp_path / "state")
     assert result.phase == "Failed"
     assert result.nodes[-1].phase == "Failed"
+
+
+def test_a_command_that_cannot_start_is_an_error_node_not_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    """A container whose command is not on this machine (known only once its value is
+    filled) fails that node with the command named, as a pod that cannot start does."""
+    wt = workflow(
+        {
+            "run": {
+                "container": {"image": "x", "command": ["{{inputs.parameters.cmd}}"]},
+                "inputs": {"parameters": [{"name": "cmd"}]},
+            }
+        },
+        [
+            {
+                "name": "a",
+                "template": "run",
+                "arguments": {
+                    "parameters": [{"name": "cmd", "value": "no-such-command-on-this-machine"}]
+                },
+            }
+        ],
+    )
+    res = run(wt, tmp_path)
+    (node,) = res.nodes
+    assert (res.phase, node.phase) == ("Failed", "Error")
+    assert "'no-such-command-on-this-machine' could not start" in node.message
+    assert "internal error" not in node.message + res.error
+
+
+def test_a_bad_with_param_ends_the_run_naming_the_task(tmp_path: Path) -> None:
+    """A withParam that is not a JSON list is an Error node naming the task, not a crash."""
+    wt = workflow(
+        {"ok": py("pass")},
+        [{"name": "a", "template": "ok", "withParam": "not json"}],
+    )
+    res = run(wt, tmp_path)
+    assert res.phase == "Failed" and "task a: withParam is not a JSON list" in res.error

@@ -15,7 +15,7 @@ from gangway.errors import PermanentError
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._logs import error_summary
 from gangway.local._model import Outcome
-from gangway.local._pod import ATTEMPT_HEADER, DEADLINE, Pod, open_pod
+from gangway.local._pod import ATTEMPT_HEADER, DEADLINE, CannotStart, Pod, open_pod
 from gangway.local._processes import Stopped
 
 __all__ = ["ATTEMPT_HEADER", "run_container", "run_container_set", "start_daemon"]
@@ -39,6 +39,8 @@ def run_container(a: Attempt, ctx: RunContext) -> Outcome:
                     )
             with _sidecars(pod, sidecars):
                 rc, stdout = pod.run(main, script=script, deadline=_deadline(t))
+        except CannotStart as e:
+            return Outcome("Error", None, str(e))
         except Stopped as e:
             return Outcome("Failed", None, str(e))
         if rc is None:
@@ -69,6 +71,8 @@ def run_container_set(a: Attempt, ctx: RunContext) -> Outcome:
                     stdout, rc_main = out, rc
                 if rc != 0:
                     return pod.outputs(rc, out, f"container {c.get('name')}: exit code {rc}")
+        except CannotStart as e:
+            return Outcome("Error", None, str(e))
         except Stopped as e:
             return Outcome("Failed", None, str(e))
         return pod.outputs(rc_main, stdout)
@@ -85,9 +89,9 @@ def start_daemon(a: Attempt, ctx: RunContext) -> tuple[Outcome, subprocess.Popen
     pod.place_inputs()
     try:
         proc = pod.start(main, script="script" in t)
-    except Stopped as e:
+    except (Stopped, CannotStart) as e:
         log.close()
-        return Outcome("Failed", None, str(e)), None
+        return Outcome("Error" if isinstance(e, CannotStart) else "Failed", None, str(e)), None
     log.close()  # the daemon has its own copy
     ready, why = _ready(proc, main.get("readinessProbe") or {}, ctx)
     if not ready:

@@ -27,7 +27,7 @@ from gangway.local._env import resolve_env
 from gangway.local._model import Outcome
 from gangway.local._paths import PodFiles, pod_files
 
-__all__ = ["ATTEMPT_HEADER", "DEADLINE", "Pod", "open_pod"]
+__all__ = ["ATTEMPT_HEADER", "DEADLINE", "CannotStart", "Pod", "open_pod"]
 
 ATTEMPT_HEADER = "--- attempt "
 """Starts the line the executor writes into a step's log before each attempt."""
@@ -35,6 +35,10 @@ DEADLINE = "Pod was active on the node longer than the specified deadline"
 """Argo's message for a step stopped by its ``activeDeadlineSeconds``."""
 MAX_RESULT = 256 * 1024
 """Argo keeps at most this much of a step's standard output as ``outputs.result``."""
+
+
+class CannotStart(Exception):
+    """A container's command could not be started (not on this machine, not executable)."""
 
 
 @dataclass
@@ -89,7 +93,15 @@ class Pod:
         self.log.write(f"{ATTEMPT_HEADER}{self.a.node.attempts}: {' '.join(argv)}\n".encode())
         self.log.flush()
         out: Any = subprocess.PIPE if capture else self.log
-        return self.ctx.procs.start(argv, cwd=cwd, env=self.environ(c), stdout=out, stderr=self.log)
+        try:
+            return self.ctx.procs.start(
+                argv, cwd=cwd, env=self.environ(c), stdout=out, stderr=self.log
+            )
+        except OSError as e:  # no such command, not executable: the container cannot start
+            raise CannotStart(
+                f"container {c.get('name') or 'main'}: command {argv[0]!r} could not start: "
+                f"{e.strerror} (local runs execute commands on this host)"
+            ) from None
 
     def run(
         self, c: Mapping[str, Any], *, script: bool = False, deadline: float | None = None

@@ -58,12 +58,15 @@ def run_task(
     kind: str,
 ) -> NodeResult:
     """Run one task (``kind`` "tasks") or step (``kind`` "steps") at ``node_name``."""
-    items = task_items(task, scope)
-    if items is None:
-        node = _skipped(w, task, node_name, scope) or w.call(task, node_name, scope, depth)
-    else:
-        node = _fan_out(w, task, node_name, scope, depth, items)
-    _hooks(w, task, node, scope, depth, kind)
+    try:
+        items = task_items(task, scope)
+        if items is None:
+            node = _skipped(w, task, node_name, scope) or w.call(task, node_name, scope, depth)
+        else:
+            node = _fan_out(w, task, node_name, scope, depth, items)
+        _hooks(w, task, node, scope, depth, kind)
+    except Exception as e:  # a bad withParam, an unknown variable in when: the run ends
+        return w.failed(node_name, task, e)
     return node
 
 

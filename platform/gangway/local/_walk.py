@@ -139,12 +139,18 @@ class Walker:
             }
             return self.execute(template, tscope, node_name, str(task["name"]), depth + 1, arts)
         except Exception as e:
-            if not self.error:
-                self.error = str(e) if isinstance(e, GangwayError) else self.internal(e)
-            node = NodeResult(node_name, str(task["name"]), str(template.get("name")), "Error")
+            return self.failed(node_name, task, e)
+
+    def failed(self, node_name: str, task: Mapping[str, Any], e: Exception) -> NodeResult:
+        """The Error node of an error found at run time, which ends the run with it named."""
+        if not self.error:
+            self.error = str(e) if isinstance(e, GangwayError) else self.internal(e)
+        template = str(task.get("template") or f"{task.get('name')}-inline")
+        node = NodeResult(node_name, str(task["name"]), template, "Error", message=str(e))
+        if not isinstance(e, GangwayError):
             node.message = self.error
-            self.record(node)
-            return node
+        self.record(node)
+        return node
 
     def execute(
         self,
