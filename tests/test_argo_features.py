@@ -349,3 +349,45 @@ def test_hera_runner_artifacts_reach_the_paths_the_runner_reads(tmp_path: Path) 
     assert res.phase == "Succeeded", describe(res)
     assert node(res, "consume").outputs == {"size": "12"}, describe(res)
     assert node(res, "produce").artifacts["data"].endswith("/data.tgz")
+
+
+def test_gangway_resume_lets_a_suspended_cli_run_go_on(tmp_path: Path) -> None:
+    """The documented commands: `gangway run` waits at the suspend step; `gangway resume
+    WORKFLOW` from another terminal lets it go on; a typo'd name is an error naming the runs."""
+    import subprocess
+    import sys
+    import time
+
+    repo = Path(__file__).resolve().parents[1]
+    gangway = [sys.executable, "-c", "from gangway.cli import main; main()"]
+    state = tmp_path / "state"
+    run_cmd = [*gangway, "run", str(repo / "tests/argo_features/suspend_manual.py")]
+    proc = subprocess.Popen(
+        [*run_cmd, "--state-dir", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list((state / "runs").glob("*/logs/*before*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (name,) = [p.name for p in (state / "runs").iterdir()]
+        time.sleep(1)
+        assert proc.poll() is None, "the run must wait at its suspend step"
+        typo = subprocess.run(
+            [*gangway, "resume", name + "x", "--state-dir", str(state)],
+            capture_output=True,
+            text=True,
+        )
+        assert typo.returncode != 0 and "no local run named" in typo.stderr + typo.stdout
+        assert "Traceback" not in typo.stderr
+        ok = subprocess.run(
+            [*gangway, "resume", name, "--state-dir", str(state)], capture_output=True, text=True
+        )
+        assert ok.returncode == 0, ok.stderr
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    assert "Succeeded" in out and "approve" in out
