@@ -144,17 +144,18 @@ def test_compile_writes_yaml(tmp_path: Path) -> None:
 
 
 def test_run_refuses_an_unsupported_construct(tmp_path: Path) -> None:
-    pipeline = tmp_path / "steps_pipeline.py"
+    pipeline = tmp_path / "service_pipeline.py"
     pipeline.write_text(
-        "from hera.workflows import Container, Steps, WorkflowTemplate\n"
+        "from hera.workflows import Resource, Steps, WorkflowTemplate\n"
         "with WorkflowTemplate(name='s', entrypoint='main') as w:\n"
-        "    c = Container(name='c', image='x', command=['true'])\n"
+        "    r = Resource(name='svc', action='create',\n"
+        "                 manifest='apiVersion: v1\\nkind: Service\\nmetadata: {name: x}')\n"
         "    with Steps(name='main'):\n"
-        "        c()\n"
+        "        r()\n"
     )
     res = gangway("run", str(pipeline), "--state-dir", str(tmp_path / "st"))
     assert res.returncode == 1
-    assert "`steps` is not supported" in res.stderr and "Traceback" not in res.stderr
+    assert "a v1/Service needs a cluster" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_run_rejects_unknown_parameter(tmp_path: Path) -> None:
