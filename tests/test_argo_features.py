@@ -1,9 +1,8 @@
-"""The local executor against Argo's documented semantics: every workflow in
-``tests/argo_features/`` runs as a local process tree and ends the way Argo would end it
-(workflow phase, which nodes ran, were Skipped or Omitted, results, outputs, messages).
-
-Written against the executor's contract (``gangway.local.LocalExecutor``, ``resume``,
-``workflow_from_template``); while that is missing every run fails with the import error."""
+"""Local runs against Argo's documented semantics: every workflow in ``tests/argo_features/``
+(small Hera workflows written for this project) runs as `gangway run FILE` runs it
+(:func:`gangway.local.session.run_pipeline`; a few tests drive the executor directly, to
+resume it from another thread) and ends the way Argo would end it: workflow phase, which
+nodes ran, were Skipped or Omitted, results, outputs, messages."""
 
 from __future__ import annotations
 
@@ -98,9 +97,16 @@ def executor(module: str, tmp_path: Path, **kwargs: Any) -> tuple[dict[str, Any]
 
 
 def run(module: str, tmp_path: Path, **kwargs: Any) -> Run:
-    """Run ``module``'s workflow to its end."""
-    _, ex = executor(module, tmp_path, **kwargs)
-    res: Run = ex.run()
+    """Run ``module``'s workflow to its end, as `gangway run FILE` runs it (the library call
+    behind it: compile the file, submit the template locally, record, execute)."""
+    from gangway.local.session import run_pipeline
+
+    secrets = tmp_path / "secrets"
+    secrets.mkdir(exist_ok=True)
+    options: dict[str, Any] = {"parallelism": 4, "auto_resume": False, "secrets_dir": secrets}
+    options.update(kwargs)
+    path = Path(features.__file__).parent / f"{module}.py"
+    res: Run = run_pipeline(path, state_dir=tmp_path / "state", **options).result
     return res
 
 
