@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 from urllib.parse import urlparse
 
 import pytest
@@ -106,7 +106,7 @@ def run(module: str, tmp_path: Path, **kwargs: Any) -> Run:
     options: dict[str, Any] = {"parallelism": 4, "auto_resume": False, "secrets_dir": secrets}
     options.update(kwargs)
     path = Path(features.__file__).parent / f"{module}.py"
-    res: Run = run_pipeline(path, state_dir=tmp_path / "state", **options).result
+    res: Run = cast(Run, run_pipeline(path, state_dir=tmp_path / "state", **options).result)
     return res
 
 
@@ -313,6 +313,13 @@ def test_active_deadline_stops_the_step(module: str, node_name: str, tmp_path: P
     assert node(res, node_name).phase in NOT_OK, describe(res)
     assert "deadline" in text(res) or "duration limit" in text(res), describe(res)
     assert phases(res).get("later") in (None, "Omitted", "Skipped"), describe(res)
+
+
+def test_the_exit_handler_runs_after_the_workflow_deadline(tmp_path: Path) -> None:
+    """Argo runs the exit handler once the deadline has stopped the workflow."""
+    res = run("deadline_workflow", tmp_path)
+    (bye,) = [n for n in res.nodes if n.name.endswith(".onExit")]
+    assert (bye.phase, bye.result) == ("Succeeded", "bye Failed"), describe(res)
 
 
 def spans(res: Run) -> list[tuple[float, float]]:

@@ -97,6 +97,11 @@ def _translate(
                 key = f"_v{len(values)}"
                 values[key] = scope.get(name, name if bare_strings else missing)
                 out.append(key)
+            elif name.startswith("sprig."):
+                raise UnsupportedConstruct(
+                    f"expression {expr!r}: sprig functions ({name}) are not evaluated locally; "
+                    "use expr's own functions and operators"
+                )
             else:
                 raise UnsupportedConstruct(f"expression {expr!r}: unknown variable {name!r}")
             continue

@@ -296,7 +296,8 @@ def _report(finished: Finished) -> None:
         console.print(f"[red]error: {result.error}[/]", soft_wrap=True, highlight=False)
     elif bad is not None:
         console.print(
-            f"[red]{bad.name} {bad.phase.lower()}: {bad.message}[/]  log: {bad.log}",
+            f"[red]{bad.name} {bad.phase.lower()}: {bad.message}[/]"
+            + (f"  log: {bad.log}" if bad.log else ""),
             soft_wrap=True,
             highlight=False,
         )

@@ -174,6 +174,8 @@ def _omit_rest(
         import signal
 
         why = f"not run: interrupted ({signal.Signals(w.procs.stopping).name})"
+        if w.stop_reason:
+            why = f"not run: {w.stop_reason}"
     for name in pending:
         node = NodeResult(
             child_name(prefix, name), name, str(tasks[name].get("template")), "Omitted"

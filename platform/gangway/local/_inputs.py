@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.substitution import substitute
 from gangway.errors import PermanentError
 
@@ -103,7 +104,13 @@ def template_artifacts(
         source = {**spec, **args.get(art, {})}
         if source.get("from") or source.get("fromExpression"):
             ref = str(source.get("from") or "{{=" + str(source["fromExpression"]) + "}}")
-            out[art] = ("uri", substitute(ref, scope, where=f"{where}: artifact {art}"))
+            try:
+                out[art] = ("uri", substitute(ref, scope, where=f"{where}: artifact {art}"))
+            except UnsupportedConstruct:
+                if not (spec.get("optional") or source.get("optional")):
+                    raise
+                # Argo: an optional artifact that was not produced is not available as an input
+
         elif "raw" in source:
             data = str((source["raw"] or {}).get("data", ""))
             out[art] = ("raw", substitute(data, scope, where=f"{where}: artifact {art}"))

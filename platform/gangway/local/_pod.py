@@ -52,8 +52,22 @@ class Pod:
     facts: dict[str, str] = field(default_factory=dict)
     """What a ``fieldRef`` may read: ``metadata.name``, ``status.podIP``…"""
 
+    @property
+    def scope(self) -> dict[str, str]:
+        """The attempt's variables and the paths Argo puts in scope —
+        ``inputs.artifacts.NAME.path``, ``outputs.artifacts.NAME.path``,
+        ``outputs.parameters.NAME.path`` — as the attempt's directories."""
+        scope = dict(self.a.scope)
+        for io in ("inputs", "outputs"):
+            for kind in ("artifacts", "parameters"):
+                for spec in (self.a.template.get(io) or {}).get(kind) or []:
+                    path = spec.get("path") or (spec.get("valueFrom") or {}).get("path")
+                    if path and not (io == "inputs" and kind == "parameters"):
+                        scope[f"{io}.{kind}.{spec['name']}.path"] = str(self.files.host(str(path)))
+        return scope
+
     def command(self, c: Mapping[str, Any], *, script: bool = False) -> list[str]:
-        body = substitute_tree(self.files.tree(dict(c)), self.a.scope, where=self.a.where)
+        body = substitute_tree(self.files.tree(dict(c)), self.scope, where=self.a.where)
         argv = [str(x) for x in [*(body.get("command") or []), *(body.get("args") or [])]]
         if script:
             src = self.a.scratch / f"script-{safe_name(str(c.get('name') or 'main'))}"
@@ -75,7 +89,7 @@ class Pod:
         tmp.mkdir(exist_ok=True)
         env["TMPDIR"] = str(tmp)
         env[MOUNTS_ENV] = json.dumps([[k, str(v)] for k, v in self.files.mounts])
-        filled = substitute_tree(self.files.tree(dict(c)), self.a.scope, where=self.a.where)
+        filled = substitute_tree(self.files.tree(dict(c)), self.scope, where=self.a.where)
         env.update(resolve_env(filled, self.ctx.secrets, self.facts))
         return env
 

@@ -119,6 +119,15 @@ class ProcessGroups:
             self.signal(p, signal.SIGKILL)
         kill_pids(processes_with(self.token))
 
+    def reset(self) -> None:
+        """After a stop that was not the user's (the workflow's deadline): kill what is left,
+        then let processes start again (the exit handler runs after a deadline)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self.kill_all()
+        with self._lock:
+            self.stopping = None
+
     def close(self) -> list[int]:
         """At the end of the run: cancel the kill timer, kill any survivor; returns their pids."""
         if self._timer is not None:

@@ -8,9 +8,10 @@ Output parameters ``valueFrom.supplied`` take the values the resume gives, else 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +25,12 @@ from gangway.storage import write_atomic
 if TYPE_CHECKING:
     from gangway.local._walk import Walker
 
-__all__ = ["resume", "run_suspend"]
+__all__ = ["SUSPENDED", "clear_resumes", "executing", "resume", "run_suspend"]
 
 ALL = "_all_"
+EXECUTING = "executing"
+SUSPENDED = "suspended: waiting for"
+"""How a node waiting for a resume says so (``gangway run`` prints the command)."""
 
 
 def resume(
@@ -36,10 +40,54 @@ def resume(
     ``values`` for their ``supplied`` outputs; returns the file written."""
     root = state_dir.resolve() / "runs" / workflow
     if not root.is_dir():
-        raise NotFoundError(f"no local run named {workflow!r} in {state_dir}")
+        runs = sorted(p.name for p in (state_dir.resolve() / "runs").glob("*") if p.is_dir())
+        known = f"; runs there: {', '.join(runs)}" if runs else ""
+        raise NotFoundError(f"no local run named {workflow!r} in {state_dir}{known}")
+    if not _running(root):
+        raise PermanentError(
+            f"workflow {workflow} is not running: nothing to resume (a run that ended is "
+            f"resumed with `gangway retry {workflow}`)"
+        )
     path = root / "resume" / (safe_name(node) if node else ALL)
     write_atomic(path, json.dumps(dict(values or {})).encode())
     return path
+
+
+def _running(root: Path) -> bool:
+    """Whether an executor is running the workflow (it holds :data:`EXECUTING`'s lock)."""
+    import fcntl
+
+    lock = root / EXECUTING
+    if not lock.is_file():
+        return False
+    with lock.open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
+
+
+@contextlib.contextmanager
+def executing(root: Path) -> Iterator[None]:
+    """Held while an executor runs the workflow: :func:`resume` refuses a run not held."""
+    import fcntl
+
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / EXECUTING).open("a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def clear_resumes(root: Path) -> None:
+    """Forget resumes left from an earlier attempt: a new attempt waits for its own."""
+    import shutil
+
+    shutil.rmtree(root / "resume", ignore_errors=True)
 
 
 def run_suspend(
@@ -59,9 +107,10 @@ def run_suspend(
     elif w.auto_resume:
         node.message = "suspended: resumed at once (--auto-resume)"
     else:
-        node.message = f"suspended: waiting for `gangway resume {w.root.name}`"
+        node.message = f"{SUSPENDED} `gangway resume {w.root.name}`"
         w.event(node)
         supplied = _wait(w, node)
+        node.message = "resumed"
     node.phase = "Failed" if w.stopping else "Succeeded"
     if w.stopping:
         node.message = "stopped while suspended"
@@ -98,7 +147,8 @@ def _supplied(template: Mapping[str, Any], values: Mapping[str, str]) -> dict[st
             out[p["name"]] = str(vf.get("default", p.get("default")))
         elif "supplied" in vf:
             raise PermanentError(
-                f"node {p['name']}: output {p['name']!r} must be supplied when resuming "
-                f"(gangway resume --set {p['name']}=VALUE)"
+                f"output {p['name']!r} of suspend template {template.get('name')!r} must be "
+                f"supplied: resume with `gangway resume WORKFLOW --set {p['name']}=VALUE` "
+                "(--auto-resume cannot supply it: give it a default)"
             )
     return out

@@ -99,6 +99,7 @@ def _fan_out(
     summary = NodeResult(node_name, name, str(task.get("template") or name), "Skipped")
     if not items:
         summary.message = _EMPTY
+        w.record(summary)
         return summary
 
     def one(i: int, item: Any) -> NodeResult:

@@ -99,6 +99,8 @@ class Walker:
     daemons: list[tuple[str, subprocess.Popen[bytes]]]
     error: str
     auto_resume: bool
+    stop_reason: str = ""
+    """Why the run is stopping when it is not an interrupt (the workflow's deadline)."""
 
     def workflow_vars(self) -> dict[str, str]:
         raise NotImplementedError
@@ -212,7 +214,8 @@ class Walker:
             if self.procs.stopping is not None:
                 status = "Failed"
                 stop = signal.Signals(self.procs.stopping).name
-                node.message = f"stopped: interrupted ({stop}); {outcome.message}"
+                why = self.stop_reason or f"interrupted ({stop})"
+                node.message = f"stopped: {why}"
                 break
             last = LastAttempt(outcome.status, outcome.exit_code, outcome.message)
             delay = next_retry(

@@ -38,6 +38,7 @@ from gangway.local._clock import SYSTEM_CLOCK, Clock
 from gangway.local._env import Secrets
 from gangway.local._model import NodeResult, RunResult
 from gangway.local._processes import ProcessGroups
+from gangway.local._suspend import clear_resumes, executing
 from gangway.local._walk import Slots, Walker
 from gangway.local.validation import check_supported, with_defaults
 
@@ -133,7 +134,12 @@ class LocalExecutor(Walker):
     def run(self) -> RunResult:
         """Run the workflow to its end (or until interrupted). Never raises for a failing step
         or a construct found unsupported mid-run: the result says what happened."""
+        with executing(self.root):
+            return self._run()
+
+    def _run(self) -> RunResult:
         t0 = self.clock.now()
+        clear_resumes(self.root)
         timer = self._deadline()  # 1.
         template = self.templates[self.spec["entrypoint"]]
         # The entrypoint's inputs are the workflow's arguments, by name (as Argo fills them).
@@ -161,14 +167,13 @@ class LocalExecutor(Walker):
             if timer is not None:
                 timer.cancel()
             self.stop_daemons("")  # 3.
+        if self._deadline_hit:  # Argo runs the exit handler after the deadline, too
+            self.procs.reset()
         exit_ok = self._exit_handlers(top)  # 4.
         survivors = self.procs.close()
-        stopped = self.procs.stopping is not None
+        stopped = self.procs.stopping is not None or self._deadline_hit
         if self._deadline_hit:
-            self.error = self.error or (
-                f"the workflow ran longer than its activeDeadlineSeconds "
-                f"({self.spec['activeDeadlineSeconds']}s): stopped"
-            )
+            self.error = self.error or f"{self.stop_reason}: stopped"
         failed = top.phase != "Succeeded" or stopped or not exit_ok or bool(self.error)
         return RunResult(  # 5.
             self.name,
@@ -195,6 +200,9 @@ class LocalExecutor(Walker):
 
         def hit() -> None:
             self._deadline_hit = True
+            self.stop_reason = (
+                f"the workflow ran longer than its activeDeadlineSeconds ({seconds}s)"
+            )
             self.procs.stop(signal.SIGTERM, self.ctx.grace)
 
         timer = threading.Timer(float(seconds), hit)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gangway.lineage.follow import Replayer
 from gangway.local._model import NodeResult, RunResult
+from gangway.local._suspend import SUSPENDED
 from gangway.local.executor import LocalExecutor
 from gangway.local.runs import (
     LocalRun,
@@ -192,6 +193,12 @@ def execute(
         def on_event(node: NodeResult) -> None:
             if replayer is not None and node.phase not in ("Running", "Pending"):
                 replayer.poke()  # steps only spool: their lineage goes to MLflow from here
+            if node.phase == "Running" and node.message.startswith(SUSPENDED):
+                where = shlex.quote(str(run.state_dir))
+                watch.notify(
+                    f"{node.name} is suspended: go on with `gangway resume {run.name} "
+                    f"--state-dir {where}` (or run with --auto-resume)"
+                )
             if watch.on_event is not None:
                 watch.on_event(node)
 
