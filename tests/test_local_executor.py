@@ -612,3 +612,32 @@ def test_a_bad_with_param_ends_the_run_naming_the_task(tmp_path: Path) -> None:
     )
     res = run(wt, tmp_path)
     assert res.phase == "Failed" and "task a: withParam is not a JSON list" in res.error
+
+
+def test_a_cycle_an_unknown_task_reference_and_a_bad_sequence_are_refused_first(
+    tmp_path: Path,
+) -> None:
+    """What only fails mid-run otherwise (after other steps ran) is refused before anything
+    runs: tasks waiting on each other, ``{{tasks.ghost…}}``, withSequence count and end."""
+    marker = tmp_path / "ran"
+    wt = workflow(
+        {"ok": py(f"open({str(marker)!r}, 'w')", inputs=["x"])},
+        [
+            {"name": "z", "template": "ok", "arguments": {"parameters": [{"name": "x"}]}},
+            {"name": "a", "template": "ok", "depends": "b"},
+            {"name": "b", "template": "ok", "depends": "a"},
+            {
+                "name": "c",
+                "template": "ok",
+                "arguments": {"parameters": [{"name": "x", "value": "{{tasks.ghost.id}}"}]},
+            },
+            {"name": "d", "template": "ok", "withSequence": {"count": "2", "end": "3"}},
+        ],
+    )
+    with pytest.raises(UnsupportedConstruct) as refused:
+        run(wt, tmp_path / "state")
+    message = str(refused.value)
+    assert "in a cycle: a -> b -> a" in message
+    assert "(task c): refers to unknown task 'ghost'" in message
+    assert "(task d): withSequence takes count or end, not both" in message
+    assert not marker.exists()

@@ -277,13 +277,55 @@ def _tasks(dag: Mapping[str, Any], where: str, templates: Mapping[Any, Any]) -> 
     tasks = (dag.get("dag") or {}).get("tasks") or []
     names = {t.get("name") for t in tasks}
     found: list[str] = []
+    graph: dict[str, set[str]] = {}
     for j, task in enumerate(tasks):
         at = f"{where}.tasks[{j}] (task {task.get('name')})"
         found += _call(task, at, templates)
+        found += list(_sequence(task, at))
+        refs = {
+            m.group(1)
+            for m in _TASK_REF.finditer(str({k: v for k, v in task.items() if k != "name"}))
+        }
+        found += [
+            f"{at}: refers to unknown task {r!r} ({{{{tasks.{r}…}}}})" for r in sorted(refs - names)
+        ]
         try:
             deps = task_depends(task, where=at)
         except UnsupportedConstruct as e:
             found.append(str(e))
             continue
         found += [f"{at}: depends on unknown task {d!r}" for d in deps.tasks if d not in names]
+        graph[str(task.get("name"))] = {d for d in deps.tasks if d in names}
+    cycle = _cycle(graph)
+    if cycle:
+        found.append(f"{where}: tasks depend on each other in a cycle: {' -> '.join(cycle)}")
     return found
+
+
+_TASK_REF = re.compile(r"\{\{=?\s*tasks\.([A-Za-z0-9][\w-]*)\.")
+
+
+def _sequence(task: Mapping[str, Any], at: str) -> Iterator[str]:
+    seq = task.get("withSequence") or {}
+    if seq.get("count") not in (None, "") and seq.get("end") not in (None, ""):
+        yield f"{at}: withSequence takes count or end, not both"
+
+
+def _cycle(graph: Mapping[str, set[str]]) -> list[str]:
+    """A dependency cycle of ``graph`` (task → what it waits for), or []."""
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> list[str]:
+        state[n] = 1
+        for d in sorted(graph.get(n, ())):
+            if state.get(d) == 1:
+                return [*path[path.index(d) :], d] if d in path else [n, d]
+            if d not in state and (found := visit(d, [*path, d])):
+                return found
+        state[n] = 2
+        return []
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n, [n])):
+            return found
+    return []
