@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gangway.argo.conditions import depends_on, resource_condition
+from gangway.argo.conditions import resource_condition
+from gangway.argo.depends import TaskState, parse_depends
 from gangway.argo.expressions import evaluate
 from gangway.errors import PermanentError
 from gangway.local import (
@@ -474,10 +475,17 @@ def test_resource_conditions_and_depends() -> None:
     done = {"status": {"state": {"phase": "Completed"}}}
     assert resource_condition("status.state.phase == Completed", done)
     assert not resource_condition("status.state.phase in (Failed,Aborted,Terminated)", done)
-    assert depends_on("a && b.Succeeded", where="t") == {
-        "a": {"Succeeded", "Skipped", "Daemoned"},
-        "b": {"Succeeded"},
-    }
+    clause = parse_depends("(a || b.Failed) && !c.Skipped", where="t")
+    assert clause.tasks == ("a", "b", "c")
+    assert clause.holds(
+        {"a": TaskState("Skipped"), "b": TaskState("Succeeded"), "c": TaskState("Succeeded")}
+    )
+    assert not clause.holds(
+        {"a": TaskState("Failed"), "b": TaskState("Succeeded"), "c": TaskState("Omitted")}
+    )
+    assert parse_depends("a", where="t").holds(
+        {"a": TaskState("Failed", continue_on=frozenset({"Failed"}))}
+    )
 
 
 @pytest.mark.parametrize(

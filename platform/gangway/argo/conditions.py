@@ -1,5 +1,6 @@
-"""Argo resource success/failure conditions (``status.state.phase == Completed``) and DAG
-``depends`` clauses, parsed for the forms Gangway emits; anything else is refused."""
+"""Argo resource success/failure conditions (``status.state.phase == Completed``), parsed for
+the forms Gangway emits; anything else is refused. (DAG ``depends`` clauses:
+:mod:`gangway.argo.depends`.)"""
 
 from __future__ import annotations
 
@@ -9,13 +10,9 @@ from typing import Any
 
 from gangway.argo.errors import UnsupportedConstruct
 
-__all__ = ["depends_on", "resource_condition"]
+__all__ = ["resource_condition", "split_requirements"]
 
 _COND = re.compile(r"^\s*([\w.]+)\s*(==|!=|=|in|notin)\s*(.+?)\s*$")
-_DEP = re.compile(
-    r"^([A-Za-z0-9][\w-]*)(?:\.(Succeeded|Failed|Errored|Skipped|Omitted|Daemoned))?$"
-)
-SATISFIED_BY_NAME = {"Succeeded", "Skipped", "Daemoned"}
 
 
 def _lookup(obj: Mapping[str, Any], path: str) -> Any:
@@ -27,8 +24,8 @@ def _lookup(obj: Mapping[str, Any], path: str) -> Any:
     return cur
 
 
-def _split_requirements(condition: str) -> list[str]:
-    # "status.state.phase in (Failed,Aborted)" contains commas inside parentheses
+def split_requirements(condition: str) -> list[str]:
+    """Split at the commas outside parentheses (``phase in (Failed,Aborted)`` is one)."""
     out, depth, cur = [], 0, ""
     for ch in condition:
         depth += ch == "("
@@ -41,23 +38,9 @@ def _split_requirements(condition: str) -> list[str]:
     return [*out, cur]
 
 
-def depends_on(clause: str, *, where: str) -> dict[str, set[str]]:
-    """``"a && b.Succeeded"`` → ``{"a": {Succeeded, Skipped, Daemoned}, "b": {Succeeded}}``."""
-    out: dict[str, set[str]] = {}
-    for term in clause.split("&&"):
-        m = _DEP.match(term.strip())
-        if m is None:
-            raise UnsupportedConstruct(
-                f"{where}: depends {clause!r} — only 'a && b' and 'a.Succeeded'-style terms "
-                "are supported locally (no ||, !, or parentheses)"
-            )
-        out[m.group(1)] = {m.group(2)} if m.group(2) else set(SATISFIED_BY_NAME)
-    return out
-
-
 def resource_condition(condition: str, obj: Mapping[str, Any]) -> bool:
     """Evaluate comma-separated ``key op value`` requirements on ``obj`` (all must hold)."""
-    for req in _split_requirements(condition):
+    for req in split_requirements(condition):
         m = _COND.match(req)
         if m is None:
             raise UnsupportedConstruct(f"resource condition {condition!r} is not supported locally")

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gangway.argo.conditions import split_requirements
 from gangway.argo.depends import task_depends
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.scope import workflow_spec
@@ -104,7 +105,7 @@ def _condition_problem(condition: str) -> str | None:
     fields: comma-separated requirements ``key OP value`` (OP ``=``, ``==``, ``!=``, ``>``,
     ``<``), ``key in (v1, v2)`` / ``key notin (...)``, ``key`` or ``!key``."""
     plain = PLACEHOLDER.sub("x", condition)
-    for req in _split_requirements(plain):
+    for req in split_requirements(plain):
         if not _REQUIREMENT.fullmatch(req):
             part = "" if req.strip() == plain.strip() else f" (in {req.strip()!r})"
             return (
@@ -113,19 +114,6 @@ def _condition_problem(condition: str) -> str | None:
                 "'key notin (a,b)', 'key' or '!key', separated by commas"
             )
     return None
-
-
-def _split_requirements(condition: str) -> list[str]:
-    """Split at the commas outside parentheses (``phase in (Failed,Aborted)`` is one)."""
-    out, depth, cur = [], 0, ""
-    for ch in condition:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [*out, cur]
 
 
 def _undeclared_workflow_parameter(ref: str, path: str, name: str) -> Finding:

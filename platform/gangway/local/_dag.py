@@ -113,10 +113,9 @@ def _start_ready(
             progressed = True
             node_name = child_name(prefix, name)
             if not clauses[name].holds(states):
-                omitted = NodeResult(node_name, name, str(tasks[name].get("template")), "Omitted")
-                omitted.message = f"depends {clauses[name].clause!r} is false"
-                w.record(omitted)
-                ended[name], states[name] = omitted, TaskState("Omitted")
+                why = f"depends {clauses[name].clause!r} is false"
+                ended[name] = w.omit(node_name, tasks[name], why)
+                states[name] = TaskState("Omitted")
                 continue
             sc = {**scope, **w.globals, **ended_scope("tasks", ended)}
             running[pool.submit(run_task, w, tasks[name], node_name, sc, depth, "tasks")] = name
@@ -177,8 +176,4 @@ def _omit_rest(
         if w.stop_reason:
             why = f"not run: {w.stop_reason}"
     for name in pending:
-        node = NodeResult(
-            child_name(prefix, name), name, str(tasks[name].get("template")), "Omitted"
-        )
-        node.message = why
-        w.record(node)
+        w.omit(child_name(prefix, name), tasks[name], why)

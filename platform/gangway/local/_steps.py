@@ -30,14 +30,7 @@ def run_steps(
         if failed or w.stopping:
             why = "not run: an earlier step failed" if failed else "not run: the run is stopping"
             for step in group:
-                node = NodeResult(
-                    child_name(prefix, str(step["name"]), g),
-                    str(step["name"]),
-                    str(step.get("template")),
-                    "Omitted",
-                )
-                node.message = why
-                w.record(node)
+                w.omit(child_name(prefix, str(step["name"]), g), step, why)
             continue
         sc = {**scope, **w.globals, **ended_scope("steps", ended)}
 

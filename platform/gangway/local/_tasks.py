@@ -106,10 +106,7 @@ def _fan_out(
         label = item if isinstance(item, str | int | float) else i
         item_name = f"{node_name}({i}:{label})"
         if w.stopping:
-            omitted = NodeResult(item_name, name, summary.template, "Omitted")
-            omitted.message = "not run: the run is stopping"
-            w.record(omitted)
-            return omitted
+            return w.omit(item_name, task, "not run: the run is stopping")
         item_vars = {**scope, **item_scope(item)}
         return _skipped(w, task, item_name, item_vars) or w.call(task, item_name, item_vars, depth)
 

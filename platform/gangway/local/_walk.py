@@ -143,6 +143,13 @@ class Walker:
         except Exception as e:
             return self.failed(node_name, task, e)
 
+    def omit(self, node_name: str, task: Mapping[str, Any], why: str) -> NodeResult:
+        """Record ``task`` as not run at ``node_name`` (Omitted), saying why."""
+        template = str(task.get("template") or f"{task.get('name')}-inline")
+        node = NodeResult(node_name, str(task["name"]), template, "Omitted", message=why)
+        self.record(node)
+        return node
+
     def failed(self, node_name: str, task: Mapping[str, Any], e: Exception) -> NodeResult:
         """The Error node of an error found at run time, which ends the run with it named."""
         if not self.error:

@@ -264,15 +264,7 @@ class LocalExecutor(Walker):
         for label, spec in handlers:
             task = {"name": f"{self.name}.{label}", **spec}
             if self.procs.stopping is not None:
-                self.record(
-                    NodeResult(
-                        task["name"],
-                        task["name"],
-                        str(spec.get("template")),
-                        "Omitted",
-                        message="not run: interrupted",
-                    )
-                )
+                self.omit(task["name"], task, "not run: interrupted")
                 continue
             ok = self.call(task, task["name"], scope, 0).phase == "Succeeded" and ok
         return ok
