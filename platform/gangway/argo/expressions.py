@@ -1,14 +1,16 @@
-"""A small, safe evaluator for the Argo expressions Gangway emits.
+"""A small, safe evaluator for Argo's expressions.
 
-Argo evaluates ``expr`` (retryStrategy.expression, ``{{=...}}``) and govaluate (``when``). The
-subset here: literals, dotted names looked up in a scope, ``asInt``/``asFloat``/``string``,
-arithmetic, comparisons, ``in [...]``, ``&&``, ``||``, ``!``, parentheses. Anything else is
-refused, never guessed.
+Argo evaluates ``expr`` (retryStrategy.expression, ``{{=...}}``, ``valueFrom.expression``) and
+govaluate (``when``). The subset here: literals, dotted names looked up in a scope (and
+``x['key']``), ``asInt``/``asFloat``/``string``/``toJson``/``jsonpath``, arithmetic,
+comparisons, ternaries, ``in [...]``, ``&&``, ``||``, ``!``, parentheses. Anything else
+(sprig, closures like ``filter``/``map``) is refused, never guessed.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,10 +37,20 @@ def _as_int(v: Any) -> int:
     return int(str(v))
 
 
-_FUNCS: dict[str, Callable[[Any], Any]] = {
+def _jsonpath(doc: Any, path: str) -> Any:
+    """expr's ``jsonpath(JSON, '$.a.b[0]')``: dotted keys and list indexes."""
+    cur = json.loads(doc) if isinstance(doc, str) else doc
+    for key, index in re.findall(r"\.([\w-]+)|\[(\d+)\]", path.removeprefix("$")):
+        cur = cur[int(index)] if index else cur[key]
+    return cur
+
+
+_FUNCS: dict[str, Callable[..., Any]] = {
     "asInt": _as_int,
     "asFloat": float,
     "string": str,
+    "toJson": lambda v: json.dumps(v, separators=(",", ":")),
+    "jsonpath": _jsonpath,
 }
 _ALLOWED = (
     ast.Expression,
@@ -169,11 +181,15 @@ def evaluate(
         if isinstance(node, ast.Call) and not (
             isinstance(node.func, ast.Name) and node.func.id in _FUNCS
         ):
-            raise UnsupportedConstruct(f"expression {expr!r}: only asInt/asFloat/string calls")
+            raise UnsupportedConstruct(
+                f"expression {expr!r}: only {', '.join(_FUNCS)} calls are evaluated locally"
+            )
     try:
         return eval(compile(tree, "<argo-expr>", "eval"), {"__builtins__": {}, **_FUNCS}, values)
     except (ValueError, TypeError, ZeroDivisionError) as e:
         raise UnsupportedConstruct(f"expression {expr!r} failed: {e}") from None
+    except (KeyError, IndexError) as e:
+        raise UnsupportedConstruct(f"expression {expr!r}: jsonpath finds no {e}") from None
 
 
 def when_holds(condition: str) -> bool:

@@ -73,6 +73,10 @@ def pod_files(
     and the paths its artifacts and output parameters name."""
     mounts: dict[str, Path] = {SCRATCH: scratch, HERA_OUTPUTS: scratch / "hera-outputs"}
     for c in containers:
+        for e in c.get("env") or []:  # Hera's runner, told to write its outputs elsewhere
+            value = str(e.get("value", ""))
+            if e.get("name") == "hera__outputs_directory" and value.startswith("/"):
+                mounts.setdefault(value.rstrip("/"), scratch / "root" / value.strip("/"))
         for m in c.get("volumeMounts") or []:
             name, path = m.get("name"), str(m.get("mountPath", ""))
             if name in volumes and path.startswith("/"):

@@ -95,6 +95,8 @@ class LocalExecutor(Walker):
         """``workflow.status`` and ``workflow.failures``, once the entrypoint has ended."""
         self._lock = threading.RLock()
         self._deadline_hit = False
+        self._t0 = clock.now()
+        self._started = _utc_now()
         # Steps run one at a time unless asked: on a small machine, CPU-bound steps side by
         # side only contend for the same cores. The workflow's own parallelism caps it.
         width = int(parallelism or self.spec.get("parallelism") or 1)
@@ -138,7 +140,7 @@ class LocalExecutor(Walker):
             return self._run()
 
     def _run(self) -> RunResult:
-        t0 = self.clock.now()
+        t0 = self._t0 = self.clock.now()
         clear_resumes(self.root)
         timer = self._deadline()  # 1.
         template = self.templates[self.spec["entrypoint"]]
@@ -223,12 +225,15 @@ class LocalExecutor(Walker):
         scope.update({f"workflow.annotations.{k}": str(v) for k, v in annotations.items()})
         scope["workflow.mainEntrypoint"] = str(self.spec.get("entrypoint", ""))
         scope["workflow.creationTimestamp"] = self._created
+        scope["workflow.scheduledTime"] = self._created  # a cron's run, once, now
+        scope["workflow.duration"] = f"{self.clock.now() - self._t0:.6f}"
+        scope["workflow.priority"] = str(self.spec.get("priority", 0))
         return {**scope, **self.globals, **self._status}
 
     @property
     def _created(self) -> str:
         meta = self.wf["metadata"]
-        return str(meta.get("creationTimestamp") or "1970-01-01T00:00:00Z")
+        return str(meta.get("creationTimestamp") or self._started)
 
     def _exit_handlers(self, top: NodeResult) -> bool:
         """Run ``spec.onExit`` (or ``hooks.exit``) as Argo does once the entrypoint has ended
@@ -288,3 +293,10 @@ class LocalExecutor(Walker):
         """A running node has news."""
         with self._lock:
             self.on_event(node)
+
+
+def _utc_now() -> str:
+    """Now, as Argo writes a timestamp (RFC 3339, UTC, seconds)."""
+    import datetime
+
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
