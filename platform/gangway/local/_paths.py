@@ -79,7 +79,8 @@ def pod_files(
                 mounts.setdefault(value.rstrip("/"), scratch / "root" / value.strip("/"))
         for m in c.get("volumeMounts") or []:
             name, path = m.get("name"), str(m.get("mountPath", ""))
-            if name in volumes and path.startswith("/"):
+            # ``/gangway`` is the attempt's own directory already (what its emptyDir is).
+            if name in volumes and path.startswith("/") and path.rstrip("/") != SCRATCH:
                 mounts[path.rstrip("/") or "/"] = volumes[name] / str(m.get("subPath", ""))
     for host in mounts.values():
         host.mkdir(parents=True, exist_ok=True)
