@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -13,6 +13,9 @@ from rich.text import Text
 from gangway.cli._output import console
 from gangway.cli.options import load_manifests, parse_params
 from gangway.errors import PermanentError
+
+if TYPE_CHECKING:
+    from gangway.lint import CrdSchemas
 
 __all__ = ["lint_cmd"]
 
@@ -59,21 +62,8 @@ def lint_cmd(
     Every finding names the object, the field path and what to do; the exit code is 1 when
     there is any error (warnings are printed and do not fail).
     """
-    from gangway.lint import CrdSchemas
-
     values = parse_params(param)
-    if context is not None:
-        schemas = CrdSchemas.from_cluster(context)
-    elif crds is not None:
-        schemas = CrdSchemas.from_dir(crds)
-    else:
-        found = CrdSchemas.from_env()
-        if found is None:
-            raise PermanentError(
-                "no CRDs to check against: pass --crds DIR (Argo + Volcano CRD "
-                "YAML), --context NAME, or set GANGWAY_CRDS_DIR"
-            )
-        schemas = found
+    schemas = _schemas(crds, context)
     findings = []
     count = 0
     for target in targets:
@@ -98,6 +88,23 @@ def lint_cmd(
     )
     if errors:
         raise typer.Exit(1)
+
+
+def _schemas(crds: Path | None, context: str | None) -> CrdSchemas:
+    """The CRD schemas to lint against: a cluster's, a directory's, or GANGWAY_CRDS_DIR's."""
+    from gangway.lint import CrdSchemas
+
+    if context is not None:
+        return CrdSchemas.from_cluster(context)
+    if crds is not None:
+        return CrdSchemas.from_dir(crds)
+    found = CrdSchemas.from_env()
+    if found is None:
+        raise PermanentError(
+            "no CRDs to check against: pass --crds DIR (Argo + Volcano CRD "
+            "YAML), --context NAME, or set GANGWAY_CRDS_DIR"
+        )
+    return found
 
 
 def _findings(obj: Any, values: dict[str, str], schemas: Any, *, platform: bool) -> list[Any]:
