@@ -54,7 +54,9 @@ def _evals(client: Any) -> list[Any]:
 
 
 def _scored(done: Finished) -> list[str]:
-    return sorted(n.name for n in done.result.nodes if n.task == "score")
+    """The score nodes that ran (a night with nothing due shows one Skipped ``score``, as an
+    empty fan-out does in Argo)."""
+    return sorted(n.name for n in done.result.nodes if n.task == "score" and n.phase != "Skipped")
 
 
 def _register(client: Any, checkpoint: str) -> str:
