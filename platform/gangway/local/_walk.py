@@ -195,7 +195,9 @@ class Walker:
         task: str,
         arts: Mapping[str, tuple[str, str]],
     ) -> NodeResult:
-        if node_name in self.previous:  # `gangway retry`: done before, keep what it produced
+        # `gangway retry`: done before, keep what it produced (a daemon starts again: what it
+        # served ended with the earlier attempt)
+        if node_name in self.previous and not template.get("daemon"):
             return self._kept(node_name, self.previous[node_name])
         node = NodeResult(node_name, task, str(template["name"]), phase="Running")
         key = self.cache.key(template, tscope, node)
