@@ -1,5 +1,6 @@
-"""Shared fixtures: a real S3 API server on loopback (moto's server mode), a demo dataset, and
-URI roots for both storage backends so each test runs against ``file://`` and ``s3://``."""
+"""Shared fixtures: a real S3 API server on loopback (moto's server mode), a demo dataset,
+URI roots for both storage backends so each test runs against ``file://`` and ``s3://``, and
+the CRD schemas the lint tests check against."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from components.staging import build_demo_dataset, stage
+from gangway.lint.crds import CrdSchemas
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -199,3 +201,16 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def schemas() -> CrdSchemas:
+    """The Argo + Volcano CRD schemas of ``GANGWAY_CRDS_DIR`` (``.ci/run`` points it at
+    ``../shared/crds``); tests that lint skip, saying why, without it."""
+    crds = os.environ.get("GANGWAY_CRDS_DIR")
+    if not crds:
+        pytest.skip(
+            "GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs "
+            "(.ci/run uses ../shared/crds)"
+        )
+    return CrdSchemas.from_dir(Path(crds))

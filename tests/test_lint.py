@@ -26,17 +26,6 @@ PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.st
 
 
 @pytest.fixture(scope="session")
-def schemas() -> CrdSchemas:
-    crds = os.environ.get("GANGWAY_CRDS_DIR")
-    if not crds:
-        pytest.skip(
-            "GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs "
-            "(.ci/run uses ../shared/crds)"
-        )
-    return CrdSchemas.from_dir(Path(crds))
-
-
-@pytest.fixture(scope="session")
 def compiled() -> dict[str, Any]:
     return compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
 

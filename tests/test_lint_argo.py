@@ -26,17 +26,6 @@ from tests.conftest import REPO
 IMAGE = "busybox:1.36"
 
 
-@pytest.fixture(scope="session")
-def schemas() -> CrdSchemas:
-    crds = os.environ.get("GANGWAY_CRDS_DIR")
-    if not crds:
-        pytest.skip(
-            "GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs "
-            "(.ci/run uses ../shared/crds)"
-        )
-    return CrdSchemas.from_dir(Path(crds))
-
-
 def _errors(obj: dict[str, Any], schemas: CrdSchemas) -> list[Finding]:
     return [f for f in lint_manifest(obj, schemas, platform=False) if f.severity == "error"]
 
