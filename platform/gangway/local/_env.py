@@ -10,7 +10,6 @@ key and both places, found before anything runs.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -93,7 +92,3 @@ def resolve_env(
 def _expand(value: str, env: Mapping[str, str]) -> str:
     """Kubernetes' ``$(VAR)`` in an env value: an earlier variable of the same container."""
     return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), value)
-
-
-def host_environ() -> dict[str, str]:
-    return dict(os.environ)

@@ -99,7 +99,7 @@ def run_suspend(
     started = w.clock.now()
     supplied: dict[str, str] = {}
     if raw:
-        seconds = duration_seconds(raw if not raw.isdigit() else f"{raw}s")
+        seconds = duration_seconds(raw)  # a Go duration or bare seconds
         node.message = f"suspended for {raw}"
         w.event(node)
         while w.clock.now() - started < seconds and not w.stopping:
