@@ -6,8 +6,9 @@ collects each worker's own exit code (workers write it to ``GANGWAY_EXIT_DIR``),
 
 * 0 when torchrun succeeded;
 * 143 when the pod was sent SIGTERM or any worker stopped for preemption;
-* 75 when any worker hit a transient error, or died without reporting (killed by a signal);
-* 1 otherwise (a permanent error in some worker).
+* 1 when any worker hit a permanent error (out of GPU memory, a device error, bad config):
+  its peers then fail too, as lost peers, but restarting the gang would fail the same way;
+* 75 when any worker hit a transient error, or died without reporting (killed by a signal).
 
     python -m gangway.step.launch --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d \\
         --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT -m components.training ...
@@ -44,11 +45,11 @@ def gang_exit_code(
         return EXIT_OK
     if got_sigterm or EXIT_PREEMPTED in worker_codes:
         return EXIT_PREEMPTED
-    if EXIT_TRANSIENT in worker_codes or len(worker_codes) < expected_workers:
-        return EXIT_TRANSIENT
-    if any(c not in (EXIT_OK,) for c in worker_codes):
-        return EXIT_PERMANENT
-    return EXIT_TRANSIENT  # workers all succeeded but torchrun failed: agent/rendezvous trouble
+    if any(c not in (EXIT_OK, EXIT_TRANSIENT) for c in worker_codes):
+        return EXIT_PERMANENT  # the cause; the others' lost-peer errors are its consequence
+    # A transient error, a worker lost without reporting, or torchrun failing with every worker
+    # done (agent or rendezvous trouble).
+    return EXIT_TRANSIENT
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,106 @@
+"""What a failure inside training, evaluation or inference means for a retry.
+
+Torch reports almost everything as a ``RuntimeError``; the exit-code contract
+(:mod:`gangway.errors`) needs to know which of them a retry can fix. :func:`classify` decides
+from the exception's *type* where torch gives one, and from CUDA's error text only for the
+device errors torch raises as plain ``RuntimeError``:
+
+=============================================  ==========  ===================================
+failure                                        class       why
+=============================================  ==========  ===================================
+``torch.OutOfMemoryError`` (CUDA OOM)          permanent   the same batch on the same GPU runs
+                                                           out again: lower the batch
+``torch.AcceleratorError``, a device-side      permanent   a bad index or a broken kernel
+assert, a CUDA/cuBLAS/cuDNN error                          fails the same way on retry
+``DistBackendError`` (an NCCL timeout, an      transient   a peer died or the fabric
+aborted communicator), ``DistNetworkError``,               hiccupped: the gang restarts and
+``DistStoreError`` (rendezvous store)                      resumes from its checkpoint
+another ``RuntimeError`` from a collective     transient   gloo reports a dead peer this way
+in a gang
+anything else                                  (raised)    a bug: permanent, with a traceback
+=============================================  ==========  ===================================
+
+A collective that waits on a dead peer is bounded by the process group's timeout
+(:func:`collective_timeout`, 5 minutes by default): NCCL's watchdog then aborts the
+communicator and the next collective raises ``DistBackendError``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from gangway.errors import GangwayError, PermanentError, TransientError
+
+__all__ = ["DEVICE_ERROR_MARKERS", "classify", "collective_timeout"]
+
+DEVICE_ERROR_MARKERS = (
+    "CUDA error",
+    "device-side assert",
+    "CUBLAS_STATUS",
+    "cuDNN error",
+    "CUDNN_STATUS",
+    "illegal memory access",
+    "ECC error",
+)
+"""How CUDA's own errors read when torch raises them as a plain ``RuntimeError``."""
+
+TIMEOUT_ENV = "GANGWAY_COLLECTIVE_TIMEOUT_S"
+
+
+def collective_timeout() -> timedelta:
+    """How long a collective waits for its peers before the gang gives up (and restarts):
+    ``GANGWAY_COLLECTIVE_TIMEOUT_S`` seconds, default 300."""
+    text = os.environ.get(TIMEOUT_ENV, "300")
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise PermanentError(f"{TIMEOUT_ENV}={text!r}: give a number of seconds") from None
+    if seconds <= 0:
+        raise PermanentError(f"{TIMEOUT_ENV}={text!r}: must be positive")
+    return timedelta(seconds=seconds)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:300] if lines else type(e).__name__
+
+
+def classify(
+    e: BaseException, *, where: str, batch_size: int | None = None, distributed: bool = False
+) -> GangwayError | None:
+    """The Gangway error ``e`` stands for, or None when it is not a known failure (a bug:
+    let it propagate). ``where`` says what was running ("step 120", "checkpoint step-…");
+    ``batch_size`` goes into the out-of-memory advice; ``distributed``: the process is one
+    rank of a gang, so an unexplained collective failure means a peer was lost."""
+    import torch
+    import torch.distributed as dist
+
+    if isinstance(e, GangwayError):
+        return e
+    if isinstance(e, torch.OutOfMemoryError):
+        batch = f" at batch {batch_size}" if batch_size else ""
+        return PermanentError(
+            f"out of GPU memory{batch} ({where}): lower batch_size (--set batch_size=N) and "
+            "raise grad_accum to keep the tokens per step, or choose a smaller model preset; "
+            f"retrying the same settings fails the same way. torch said: {_first_line(e)}"
+        )
+    text = str(e)
+    if isinstance(e, torch.AcceleratorError) or (
+        isinstance(e, RuntimeError) and any(m in text for m in DEVICE_ERROR_MARKERS)
+    ):
+        return PermanentError(
+            f"GPU device error ({where}): {_first_line(e)}; this is not a lost peer, and the "
+            "attempt is not retried. A device-side assert usually means a bad index (token ids "
+            "outside the vocabulary); rerun with CUDA_LAUNCH_BLOCKING=1 to see where"
+        )
+    if isinstance(e, dist.DistError):
+        return TransientError(
+            f"a collective failed ({where}): {_first_line(e)}; a peer rank was lost or the "
+            "network failed: the gang restarts and resumes from its latest checkpoint"
+        )
+    if distributed and isinstance(e, RuntimeError):
+        return TransientError(
+            f"a collective failed ({where}; a peer rank was probably lost): {_first_line(e)}"
+        )
+    return None
