@@ -1,5 +1,11 @@
-"""The stages of a training run, for :func:`components.training.train`: process group setup,
-resume, the step, preemption, logging and checkpoints.
+"""The stages of a training run, for :func:`components.training.train`: resume, the step,
+preemption, logging and checkpoints (process group setup is in :mod:`components._ranks`).
+
+The step keeps the host off the GPU's back: the loss stays on the device until a log window
+reads it, the preemption vote is an asynchronous all-reduce on a CPU group
+(:class:`~components._ranks.StopVote`), gradients are accumulated over ``grad_accum``
+micro-batches with DDP's ``no_sync()`` on all but the last, AdamW is fused on CUDA and the
+model is compiled (``model.compile()``, which keeps the checkpoint's parameter names).
 
 ``train`` imports this module only when it runs, so ``--help`` and a config error do not load
 the checkpoint machinery (torch.distributed.checkpoint and what it imports).
@@ -7,15 +13,13 @@ the checkpoint machinery (torch.distributed.checkpoint and what it imports).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-import os
 import random
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn
 
 import numpy as np
@@ -25,69 +29,16 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: N817
 
 from components import checkpoints
+from components._ranks import Ranks, StopFlag, StopVote
+from components._throughput import Throughput
 from components.config import TrainConfig
 from components.corpus import open_corpus, train_batch
+from components.failures import classify
 from components.model import GPT
-from gangway.errors import Preempted, TransientError
+from gangway.errors import GangwayError, Preempted
 from gangway.tracking import CheckpointRef, StepTracker
 
-__all__ = ["Ranks", "StopFlag", "Trainer", "release_process_group", "setup_process_group"]
-
-
-class StopFlag:
-    """Set by SIGTERM; read at step boundaries."""
-
-    def __init__(self) -> None:
-        self.set = False
-
-    def handler(self, signum: int, frame: FrameType | None) -> None:
-        self.set = True
-
-
-@dataclass(frozen=True)
-class Ranks:
-    """This process's place in the gang (torchrun's environment) and its device."""
-
-    world: int
-    rank: int
-    local_rank: int
-    device: torch.device
-    cuda: bool
-
-    @property
-    def distributed(self) -> bool:
-        return self.world > 1
-
-
-def setup_process_group() -> Ranks:
-    """Read torchrun's environment, set up the device and join the process group. Collective."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    cuda = torch.cuda.is_available()
-    device = torch.device(f"cuda:{local_rank}" if cuda else "cpu")
-    ranks = Ranks(world, rank, local_rank, device, cuda)
-    if cuda:
-        torch.cuda.set_device(device)
-    else:
-        threads = os.environ.get("OMP_NUM_THREADS", "")
-        torch.set_num_threads(
-            int(threads) if threads.isdigit() else max(1, (os.cpu_count() or 1) // local_world)
-        )
-    if ranks.distributed:
-        try:
-            # A bounded collective timeout: a rank stuck waiting for a dead peer gives up (and
-            # the gang restarts) instead of hanging for the default 30 minutes.
-            dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(minutes=5))
-        except (RuntimeError, TimeoutError) as e:  # rendezvous or transport failure
-            raise TransientError(f"process group init failed: {e}") from e
-    return ranks
-
-
-def release_process_group(ranks: Ranks) -> None:
-    if ranks.distributed and dist.is_initialized():
-        dist.destroy_process_group()
+__all__ = ["Trainer"]
 
 
 @dataclass
@@ -97,10 +48,11 @@ class LoopState:
     start: int = 0  # the first step this run trains: 0, or the step it resumed from
     resumed_from: int | None = None
     last_loss: float | None = None  # the mean across ranks of the last logged window
-    losses: list[float] = field(default_factory=list)  # this rank's, since that window
+    loss_sum: torch.Tensor | None = None  # this rank's, on the device, since that window
     saved: list[dict[str, Any]] = field(default_factory=list)  # checkpoints this run saved
+    last: dict[str, Any] = field(default_factory=dict)  # the last window's throughput
+    checkpoint_s: float = 0.0  # time spent writing checkpoints this run
     t_start: float = 0.0
-    t_window: float = 0.0
 
 
 class Trainer:
@@ -126,19 +78,31 @@ class Trainer:
         if ranks.distributed:
             self.ddp = DDP(self.model, device_ids=[ranks.local_rank] if ranks.cuda else None)
         self.opt = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay
+            self.model.parameters(),
+            lr=cfg.lr,
+            betas=(0.9, 0.95),
+            weight_decay=cfg.weight_decay,
+            fused=True if ranks.cuda else None,
         )
         self.state = LoopState()
         self._resume(cache / "ckpt")
         self._log_inputs(data_uri)
+        if cfg.compile if cfg.compile is not None else ranks.cuda:
+            # In place: the module's state_dict keys stay those of the checkpoints.
+            self.ddp.compile()
         self.ckpt_config: dict[str, Any] = {
             "model": cfg.model.model_dump(),
             "train": cfg.model_dump(exclude={"model"}),
             "dataset_digest": self.corpus.digest,
         }
-        self.tokens_per_step = cfg.batch_size * cfg.model.block_size * ranks.world
-        self.state.t_start = self.state.t_window = time.perf_counter()
-        self.flag = torch.zeros(1, device=ranks.device)
+        self.speed = Throughput(
+            ranks.device,
+            tokens_per_step=cfg.batch_size * cfg.grad_accum * cfg.model.block_size * ranks.world,
+            flops_per_token=cfg.model.flops_per_token(),
+            world=ranks.world,
+        )
+        self.vote = StopVote(ranks)
+        self.state.t_start = time.perf_counter()
 
     def _state_dict(self) -> dict[str, Any]:
         msd, osd = get_state_dict(self.model, self.opt)
@@ -165,16 +129,20 @@ class Trainer:
                 "data": data_uri,
                 "checkpoints": self.checkpoints_uri,
                 "world_size": self.ranks.world,
+                "device": str(self.ranks.device),
                 **_flat(self.cfg.model_dump()),
             }
         )
         self.track.log_dataset(name="corpus", digest=self.corpus.digest, source=data_uri)
 
     def run(self, stop: StopFlag) -> dict[str, Any]:
-        """Train to ``cfg.steps``. Collective: a collective failing in a gang is transient."""
+        """Train to ``cfg.steps``. Collective. A failure is classed for the exit-code contract
+        (:func:`components.failures.classify`): out of GPU memory and device errors are
+        permanent, a collective failing in a gang (a lost peer, an NCCL timeout) transient."""
+        step = self.state.start
         try:
             for step in range(self.state.start, self.cfg.steps):
-                if self._should_stop(stop):
+                if self.vote.agreed(stop.set):
                     self._preempt(step)
                 self._step(step)
                 done = step + 1
@@ -182,26 +150,18 @@ class Trainer:
                     self._log_window(step)
                 if done % self.cfg.checkpoint_every == 0 or done == self.cfg.steps:
                     self._save_checkpoint(done)
-        except RuntimeError as e:
-            if not self.ranks.distributed:
+            self.vote.drain()
+        except GangwayError:
+            raise
+        except Exception as e:
+            where = f"step {step}, {self.ranks.device}"
+            err = classify(
+                e, where=where, batch_size=self.cfg.batch_size, distributed=self.ranks.distributed
+            )
+            if err is None:
                 raise
-            # gloo/NCCL report a dead peer as a plain RuntimeError from the collective. In a
-            # gang that means another rank was lost: transient, the gang restarts and resumes.
-            raise TransientError(
-                f"a collective failed at step {step} (a peer rank was "
-                f"probably lost): {str(e).splitlines()[0][:300]}"
-            ) from e
+            raise err from e
         return self._result()
-
-    def _should_stop(self, stop: StopFlag) -> bool:
-        if not self.ranks.distributed:
-            return stop.set
-        self.flag.fill_(1.0 if stop.set else 0.0)
-        dist.all_reduce(self.flag, op=dist.ReduceOp.MAX)
-        # Act on what every rank agreed on, never on the local flag: a SIGTERM that lands after
-        # the all-reduce would otherwise stop this rank alone (its peers train on, and the gang
-        # deadlocks). The flag stays set for the next step.
-        return bool(self.flag.item())
 
     def _preempt(self, step: int) -> NoReturn:
         """Save at ``step`` (unless this run saved or resumed there) and stop: exit 143."""
@@ -212,56 +172,72 @@ class Trainer:
         raise Preempted(f"SIGTERM at step {step}: checkpoint saved, exiting 143")
 
     def _step(self, step: int) -> None:
-        """One optimizer step on the batch of (``step``, rank), at ``step``'s learning rate."""
-        cfg, device = self.cfg, self.ranks.device
+        """One optimizer step at ``step``'s learning rate over ``grad_accum`` micro-batches,
+        each the batch of (step, micro-batch, rank); the loss stays on the device."""
+        cfg, device, accum = self.cfg, self.ranks.device, self.cfg.grad_accum
         for group in self.opt.param_groups:
             group["lr"] = _lr(cfg, step)
-        xb, yb = train_batch(
-            self.corpus.train,
-            seed=cfg.seed,
-            step=step,
-            rank=self.ranks.rank,
-            batch_size=cfg.batch_size,
-            block=cfg.model.block_size,
-        )
-        x = torch.from_numpy(xb).to(device, non_blocking=True)
-        y = torch.from_numpy(yb).to(device, non_blocking=True)
-        with torch.autocast(
-            device_type=device.type, dtype=torch.bfloat16, enabled=self.ranks.cuda and cfg.bf16
-        ):
-            logits = self.ddp(x)
-            loss = torch.nn.functional.cross_entropy(
-                logits.float().view(-1, logits.size(-1)), y.view(-1)
-            )
-        loss.backward()  # type: ignore[no-untyped-call]
+        total = torch.zeros((), device=device)
+        for micro in range(accum):
+            x, y = self._batch(step * accum + micro)
+            # Gradients are all-reduced on the last micro-batch only.
+            skip_sync = self.ranks.distributed and micro < accum - 1
+            with self.ddp.no_sync() if skip_sync else contextlib.nullcontext():  # type: ignore[operator]
+                with torch.autocast(
+                    device_type=device.type,
+                    dtype=torch.bfloat16,
+                    enabled=self.ranks.cuda and cfg.bf16,
+                ):
+                    logits = self.ddp(x)
+                    loss = torch.nn.functional.cross_entropy(
+                        logits.float().view(-1, logits.size(-1)), y.view(-1)
+                    )
+                (loss / accum).backward()  # type: ignore[no-untyped-call]
+            total += loss.detach() / accum
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        self.state.losses.append(float(loss.detach()))
+        st = self.state
+        st.loss_sum = total if st.loss_sum is None else st.loss_sum + total
+        self.speed.steps += 1
+
+    def _batch(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        xb, yb = train_batch(
+            self.corpus.train,
+            seed=self.cfg.seed,
+            step=index,
+            rank=self.ranks.rank,
+            batch_size=self.cfg.batch_size,
+            block=self.cfg.model.block_size,
+        )
+        x, y = torch.from_numpy(xb), torch.from_numpy(yb)
+        if self.ranks.cuda:
+            x, y = x.pin_memory(), y.pin_memory()
+        device = self.ranks.device
+        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
     def _log_window(self, step: int) -> None:
-        """Loss (averaged across ranks: a collective) and tokens/s since the last window."""
+        """Loss (averaged across ranks: a collective, and the window's one host sync), step
+        time, tokens/s, MFU and peak memory since the last window."""
         st, done = self.state, step + 1
+        steps = self.speed.steps
         loss = st.last_loss = _mean_across_ranks(
-            st.losses, self.ranks.device, self.ranks.distributed
+            st.loss_sum, steps, self.ranks.device, self.ranks.distributed
         )
-        now = time.perf_counter()
-        tokens_per_s = self.tokens_per_step * len(st.losses) / (now - st.t_window)
+        st.loss_sum = None
+        speed = st.last = self.speed.window()
         self.track.log_metric("loss", loss, done)
-        self.track.log_metric("tokens_per_s", tokens_per_s, done)
-        _log(
-            self.ranks.rank,
-            {
-                "step": done,
-                "loss": round(loss, 4),
-                "lr": _lr(self.cfg, step),
-                "tokens_per_s": round(tokens_per_s),
-            },
-        )
-        st.losses, st.t_window = [], now
+        for name, value in speed.items():
+            if value is not None:
+                self.track.log_metric(name, value, done)
+        record: dict[str, Any] = {"step": done, "loss": round(loss, 4), "lr": _lr(self.cfg, step)}
+        record.update({k: _round(v) for k, v in speed.items() if v is not None})
+        _log(self.ranks.rank, record)
 
     def _save_checkpoint(self, step: int) -> None:
-        """Commit a checkpoint at ``step`` (a collective), record it for lineage, prune."""
+        """Commit a checkpoint at ``step`` (a collective), record it for lineage, prune. Its
+        time is logged apart and kept out of the step time."""
+        t0 = time.perf_counter()
         loss, digest = self.state.last_loss, self.corpus.digest
         ck = checkpoints.save(
             self.checkpoints_uri,
@@ -280,14 +256,22 @@ class Trainer:
                 metrics={} if loss is None else {"loss": loss},
             )
         )
-        _log(self.ranks.rank, {"event": "checkpoint", "step": step, "uri": ck.uri})
         if self.cfg.keep_last and self.ranks.rank == 0:
             checkpoints.prune(self.checkpoints_uri, self.cfg.keep_last)
+        took = time.perf_counter() - t0
+        self.speed.paused += took
+        self.state.checkpoint_s += took
+        self.track.log_metric("checkpoint_s", took, step)
+        _log(
+            self.ranks.rank,
+            {"event": "checkpoint", "step": step, "uri": ck.uri, "seconds": round(took, 3)},
+        )
 
     def _result(self) -> dict[str, Any]:
         cfg, st = self.cfg, self.state
         elapsed = time.perf_counter() - st.t_start
         steps_run = cfg.steps - st.start
+        tokens = self.speed.tokens_per_step * steps_run
         return {
             "steps": cfg.steps,
             "resumed_from": st.resumed_from,
@@ -296,7 +280,9 @@ class Trainer:
             "world_size": self.ranks.world,
             "device": self.ranks.device.type,
             "seconds": round(elapsed, 2),
-            "tokens_per_s": round(self.tokens_per_step * steps_run / elapsed) if steps_run else 0,
+            "checkpoint_seconds": round(st.checkpoint_s, 2),
+            "tokens_per_s": round(tokens / elapsed) if steps_run else 0,
+            **{f"last_{k}": _round(v) for k, v in st.last.items() if v is not None},
             "dataset_digest": self.corpus.digest,
         }
 
@@ -331,8 +317,17 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _mean_across_ranks(values: list[float], device: torch.device, distributed: bool) -> float:
-    t = torch.tensor([sum(values), float(len(values))], device=device, dtype=torch.float64)
+def _round(v: float) -> float:
+    return round(v, 4) if abs(v) < 100 else round(v)
+
+
+def _mean_across_ranks(
+    loss_sum: torch.Tensor | None, steps: int, device: torch.device, distributed: bool
+) -> float:
+    t = torch.zeros(2, device=device, dtype=torch.float64)
+    if loss_sum is not None:
+        t[0] = loss_sum.to(torch.float64)
+    t[1] = float(steps)
     if distributed:
         dist.all_reduce(t)
-    return float(t[0] / t[1])
+    return float(t[0] / t[1]) if t[1] else float("nan")

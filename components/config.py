@@ -16,7 +16,29 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from components.model import ModelConfig
 from gangway.errors import PermanentError
 
-__all__ = ["TrainConfig", "load_config"]
+__all__ = ["TRAIN_PRESETS", "TrainConfig", "load_config"]
+
+TRAIN_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {"batch_size": 16, "lr": 3e-3, "warmup_steps": 20, "checkpoint_every": 50},
+    "small": {
+        "batch_size": 16,
+        "lr": 1e-3,
+        "warmup_steps": 50,
+        "checkpoint_every": 100,
+        "keep_last": 5,
+    },
+    "gpu": {
+        "batch_size": 32,
+        "lr": 3e-4,
+        "warmup_steps": 200,
+        "checkpoint_every": 500,
+        "keep_last": 3,  # 8.2 GB each (fp32 weights and both AdamW moments)
+        "log_every": 50,
+    },
+}
+"""Training settings that follow the model preset (anything given explicitly wins): a
+682 M-parameter model wants a lower learning rate, a longer warm-up and fewer, pruned
+checkpoints than a 0.4 M one."""
 
 
 class TrainConfig(BaseModel):
@@ -37,6 +59,12 @@ class TrainConfig(BaseModel):
     seed: int = 0
     log_every: int = Field(10, ge=1)
     bf16: bool = Field(True, description="bf16 autocast on GPU (ignored on CPU)")
+    grad_accum: int = Field(
+        1, ge=1, description="micro-batches per optimizer step (gradients synced on the last)"
+    )
+    compile: bool | None = Field(
+        None, description="torch.compile the model (default: on GPU only; needs a C compiler)"
+    )
 
     @field_validator("model", mode="before")
     @classmethod
@@ -66,12 +94,19 @@ def _set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def _preset_of(raw: Mapping[str, Any]) -> str | None:
+    model = raw.get("model", "tiny")
+    name = model.get("preset") if isinstance(model, Mapping) else model
+    return name if isinstance(name, str) and name in TRAIN_PRESETS else None
+
+
 def load_config(source: str | None, overrides: Mapping[str, str] | None = None) -> TrainConfig:
     """Build a :class:`TrainConfig` from a preset name or file and ``key=value`` overrides.
 
     ``source`` is ``None`` (defaults), a model preset (``tiny``, ``small``, ``gpu``), or a path
     to a JSON/YAML file. Override values are parsed as YAML scalars (``steps=200``,
-    ``bf16=false``) and dotted keys reach into the model (``model.n_layer=4``).
+    ``bf16=false``) and dotted keys reach into the model (``model.n_layer=4``). Settings not
+    given come from the model preset's :data:`TRAIN_PRESETS`, then the field defaults.
     """
     raw: dict[str, Any] = {}
     if source in ModelConfig.PRESETS:
@@ -96,6 +131,9 @@ def load_config(source: str | None, overrides: Mapping[str, str] | None = None) 
         except yaml.YAMLError:
             value = text
         _set_dotted(raw, key, value)
+    preset = _preset_of(raw)
+    if preset is not None:
+        raw = {**TRAIN_PRESETS[preset], **raw}
     try:
         return TrainConfig.model_validate(raw)
     except ValidationError as e:

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
+from components.sizing import MODEL_PRESETS, flops_per_token, param_count
+
 __all__ = ["GPT", "ModelConfig"]
 
 
@@ -30,11 +32,14 @@ class ModelConfig(BaseModel):
     n_head: int = Field(4, ge=1)
     n_embd: int = Field(128, ge=8)
 
-    PRESETS: ClassVar[dict[str, dict[str, int]]] = {
-        "tiny": {"block_size": 128, "n_layer": 2, "n_head": 4, "n_embd": 128},
-        "small": {"block_size": 256, "n_layer": 4, "n_head": 8, "n_embd": 256},
-        "gpu": {"block_size": 1024, "n_layer": 24, "n_head": 16, "n_embd": 1536},
-    }
+    PRESETS: ClassVar[dict[str, dict[str, int]]] = MODEL_PRESETS
+
+    def param_count(self) -> int:
+        return param_count(self.model_dump())
+
+    def flops_per_token(self) -> float:
+        """Training FLOPs per token (:func:`components.sizing.flops_per_token`), for MFU."""
+        return flops_per_token(self.model_dump())
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ModelConfig:

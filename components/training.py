@@ -46,7 +46,8 @@ def train(
     :mod:`components._train_loop`, imported only when training runs.
     """
     track = tracker or StepTracker(env={})
-    from components._train_loop import StopFlag, Trainer, release_process_group, setup_process_group
+    from components._ranks import StopFlag, release_process_group, setup_process_group
+    from components._train_loop import Trainer
 
     ranks = setup_process_group()
     stop = StopFlag()
@@ -81,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     TRAIN.read_inputs(args)
     named = [(k, getattr(args, k)) for k in ("steps", "checkpoint_every", "log_every")]
-    overrides = [f"{k}={v}" for k, v in named if v is not None] + args.overrides
+    # 0 (as a pipeline parameter's default says) is "the model preset's".
+    overrides = [f"{k}={v}" for k, v in named if v] + args.overrides
     cfg = load_config(args.config, parse_overrides(overrides))
     rank0 = int(os.environ.get("RANK", "0")) == 0
     with StepTracker(env=None if rank0 else {}) as tracker:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 __all__ = [
     "ENV_EXIT_DIR",
+    "ENV_GPUS",
     "ENV_LINEAGE_REPLAY",
     "ENV_LINEAGE_SPOOL",
     "ENV_LOCAL_RUN",
@@ -96,6 +97,9 @@ the workflow's exit handler and ``gangway lineage sync --follow`` send it to MLf
 step run by hand): the step sends it itself before it exits."""
 ENV_STEP = "GANGWAY_STEP"
 ENV_OUTPUTS = "GANGWAY_OUTPUTS"
+ENV_GPUS = "GANGWAY_GPUS"
+"""How many GPUs the pod was given (its ``nvidia.com/gpu`` limit): a step refuses to start when
+CUDA sees fewer (:func:`components.devices.step_device`), instead of running on the CPU."""
 ENV_EXIT_DIR = "GANGWAY_EXIT_DIR"
 """Set by the gang launcher (:mod:`gangway.step.launch`): where each rank writes its exit code."""
 
