@@ -45,12 +45,14 @@ def evaluate(
     """Score each checkpoint; returns the metrics document (see module docstring)."""
     import torch
 
-    from components._loading import checkpoint_at, load_model
+    from components._loading import checkpoint_at, inference_mode, load_model
     from components.corpus import open_corpus, val_batches
+    from components.devices import step_device
 
     if not checkpoint_uris:
         raise NotFoundError("no checkpoints to evaluate; did training run and commit any?")
     cache = cache_dir or Path(tempfile.gettempdir()) / "gangway-cache"
+    device = step_device()
     corpus = open_corpus(data_uri, cache / "data")
     results: list[dict[str, Any]] = []
     unusable: list[dict[str, str]] = []
@@ -58,21 +60,22 @@ def evaluate(
         t0 = time.perf_counter()
         try:
             ckpt = checkpoint_at(uri)
-            model = load_model(ckpt, cache)
+            model = load_model(ckpt, cache, device)
         except PermanentError as e:  # corrupt or incomplete: score the others, say which
             why = str(e) if uri in str(e) else f"{uri}: {e}"
             print(f"warning: skipping a checkpoint: {why}", file=sys.stderr, flush=True)
             unusable.append({"uri": uri, "error": why})
             continue
-        total, count = 0.0, 0
-        with torch.no_grad():
+        total, count = torch.zeros((), device=device, dtype=torch.float64), 0
+        with inference_mode(device, where=f"evaluating {uri}", batch_size=batch_size):
             for xb, yb in val_batches(
                 corpus.val, block=model.cfg.block_size, batch_size=batch_size, max_tokens=max_tokens
             ):
-                x, y = torch.from_numpy(xb), torch.from_numpy(yb)
-                total += float(model.loss(x, y)) * y.numel()
+                x = torch.from_numpy(xb).to(device)
+                y = torch.from_numpy(yb).to(device)
+                total += model.loss(x, y).double() * y.numel()  # on the device: no sync
                 count += y.numel()
-        loss = total / count
+        loss = float(total) / count
         results.append(
             {
                 "uri": uri,
@@ -83,8 +86,10 @@ def evaluate(
                 "tokens": count,
                 "trained_on": ckpt.metadata.get("dataset_digest"),
                 "seconds": round(time.perf_counter() - t0, 3),
+                "device": device.type,
             }
         )
+        del model  # one checkpoint's weights at a time on the device
         print(f"evaluated step {ckpt.step}: loss {loss:.4f} ppl {math.exp(loss):.2f}", flush=True)
     if not results:
         raise PermanentError(
@@ -131,7 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         uris = args.checkpoint
     with StepTracker() as tracker:
-        metrics = evaluate(args.corpus, uris, max_tokens=args.max_tokens, cache_dir=args.cache_dir)
+        metrics = evaluate(
+            args.corpus,
+            uris,
+            max_tokens=args.max_tokens,
+            batch_size=args.batch_size,
+            cache_dir=args.cache_dir,
+        )
         tracker.log_params({"data": args.corpus, "checkpoints": len(uris)})
         tracker.log_dataset(name="corpus", digest=metrics["dataset_digest"], source=args.corpus)
         for r in metrics["checkpoints"]:

@@ -83,6 +83,7 @@ def infer_shard(
     mode: str = "both",
     max_new_tokens: int = 48,
     prompt_bytes: int = 96,
+    batch_size: int = 16,
     cache_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Run inference on one shard; skip it when ``output_uri`` already exists."""
@@ -91,36 +92,30 @@ def infer_shard(
     if storage.exists(output_uri):
         return {"output": output_uri, "skipped": True, "reason": "output already complete"}
     docs = read_documents(input_uri)
-    import torch
-
-    from components._loading import checkpoint_at, load_model
+    from components._batching import continue_documents, score_documents
+    from components._loading import checkpoint_at, inference_mode, load_model
+    from components.devices import step_device
 
     t0 = time.perf_counter()
+    device = step_device()
     ckpt = checkpoint_at(checkpoint_uri)
-    model = load_model(ckpt, cache_dir or Path(tempfile.gettempdir()) / "gangway-cache")
-    block = model.cfg.block_size
-    rows = []
-    with torch.no_grad():
-        for doc in docs:
-            data = doc["text"].encode("utf-8")
-            row: dict[str, Any] = {"id": doc["id"], "bytes": len(data)}
-            if mode in ("score", "both") and len(data) >= 2:
-                ids = torch.tensor(list(data[: 8 * block + 1]), dtype=torch.long)
-                total, count = 0.0, 0
-                for s in range(0, len(ids) - 1, block):
-                    x, y = ids[s : s + block][None], ids[s + 1 : s + 1 + block][None]
-                    x = x[:, : y.shape[1]]
-                    total += float(model.loss(x, y)) * y.numel()
-                    count += y.numel()
-                row["loss"] = round(total / count, 6)
-                row["perplexity"] = round(math.exp(total / count), 4)
-            if mode in ("generate", "both"):
-                prompt = data[:prompt_bytes] or b"\n"
-                out = model.generate(torch.tensor([list(prompt)]), max_new_tokens)
-                row["continuation"] = bytes(out[0, len(prompt) :].tolist()).decode(
-                    "utf-8", errors="replace"
-                )
-            rows.append(row)
+    model = load_model(ckpt, cache_dir or Path(tempfile.gettempdir()) / "gangway-cache", device)
+    rows: list[dict[str, Any]] = [
+        {"id": d["id"], "bytes": len(d["text"].encode("utf-8"))} for d in docs
+    ]
+    texts = [d["text"].encode("utf-8") for d in docs]
+    with inference_mode(device, where=f"inference on {input_uri}", batch_size=batch_size):
+        if mode in ("score", "both"):
+            for row, (loss, _) in zip(rows, score_documents(model, texts, batch_size), strict=True):
+                if loss is not None:
+                    row["loss"] = round(loss, 6)
+                    row["perplexity"] = round(math.exp(loss), 4)
+        if mode in ("generate", "both"):
+            prompts = [t[:prompt_bytes] or b"\n" for t in texts]
+            for row, out in zip(
+                rows, continue_documents(model, prompts, max_new_tokens, batch_size), strict=True
+            ):
+                row["continuation"] = out.decode("utf-8", errors="replace")
     storage.write_bytes(output_uri, "".join(json.dumps(r) + "\n" for r in rows).encode())
     scored = [r["loss"] for r in rows if "loss" in r]
     return {
@@ -130,6 +125,7 @@ def infer_shard(
         "checkpoint": checkpoint_uri,
         "checkpoint_step": ckpt.step,
         "mean_perplexity": round(math.exp(sum(scored) / len(scored)), 4) if scored else None,
+        "device": device.type,
         "seconds": round(time.perf_counter() - t0, 3),
     }
 
@@ -217,6 +213,7 @@ def _infer(args: argparse.Namespace) -> dict[str, Any]:
         args.output,
         mode=args.mode,
         max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
         cache_dir=args.cache_dir,
     )
 
