@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from components.sizing import MODEL_PRESETS, eval_memory_gib, train_memory_gib
 from gangway.caching import Cache, Place, Reads
 from gangway.step.interface import (
     CheckpointsUri,
@@ -40,6 +41,11 @@ __all__ = [
     "EvalPair",
     "Shard",
 ]
+
+EVAL_MEMORY = {name: f"{eval_memory_gib(shape)}Gi" for name, shape in MODEL_PRESETS.items()}
+"""Model preset → the memory of a pod that loads it to evaluate or infer (``size_for``)."""
+TRAIN_MEMORY = {name: f"{train_memory_gib(shape)}Gi" for name, shape in MODEL_PRESETS.items()}
+"""Model preset → the memory of one training process (a gang pod holds procs_per_node)."""
 
 CacheDir = Annotated[
     Path | None, Place(), Field(None, description="local cache for fetched data and checkpoints")
@@ -115,11 +121,18 @@ class InferInputs(Inputs):
     output: ShardUri = Field(description="output shard URI (JSONL), written once")
     mode: Literal["score", "generate", "both"] = Field("both", description="what to compute")
     max_new_tokens: int = Field(48, ge=1, le=4096, description="length of continuations")
+    batch_size: int = Field(16, ge=1, le=4096, description="documents per forward pass")
     cache_dir: CacheDir
 
 
 INFER = StepSpec(
-    "infer", "components.inference", InferInputs, NoOutputs, command=("run",), kind="compute"
+    "infer",
+    "components.inference",
+    InferInputs,
+    NoOutputs,
+    command=("run",),
+    kind="compute",
+    memory_for=EVAL_MEMORY,
 )
 
 
@@ -134,8 +147,12 @@ class TrainInputs(GangInputs):
         None, description="model preset (tiny, small, gpu) or a JSON/YAML config file"
     )
     steps: int | None = Field(None, ge=1, description="optimizer steps")
-    checkpoint_every: int | None = Field(None, ge=1, description="steps between checkpoints")
-    log_every: int | None = Field(None, ge=1, description="steps between logged losses")
+    checkpoint_every: int | None = Field(
+        None, ge=0, description="steps between checkpoints (0 or none: the model preset's)"
+    )
+    log_every: int | None = Field(
+        None, ge=0, description="steps between logged losses (0 or none: the model preset's)"
+    )
     cache_dir: CacheDir
 
 
@@ -143,7 +160,14 @@ class TrainOutputs(Outputs):
     checkpoints: CheckpointsUri = Field(description="where the checkpoints are")
 
 
-TRAIN = StepSpec("train", "components.training", TrainInputs, TrainOutputs, gang=True)
+TRAIN = StepSpec(
+    "train",
+    "components.training",
+    TrainInputs,
+    TrainOutputs,
+    gang=True,
+    memory_for=TRAIN_MEMORY,
+)
 
 
 class EvaluateInputs(Inputs):
@@ -152,6 +176,7 @@ class EvaluateInputs(Inputs):
         None, description="checkpoint root: evaluate every complete checkpoint"
     )
     max_tokens: int = Field(65_536, ge=1, description="validation tokens to score")
+    batch_size: int = Field(16, ge=1, le=4096, description="validation windows per forward pass")
     metrics_out: str | None = Field(
         None, description="also write the metrics JSON here (a path or a URI)"
     )
@@ -173,6 +198,7 @@ EVALUATE = StepSpec(
     EvaluateOutputs,
     kind="compute",
     cache=Cache("720h"),  # the same checkpoints scored on the same corpus score the same
+    memory_for=EVAL_MEMORY,
 )
 
 
@@ -221,7 +247,13 @@ class ScoreOutputs(Outputs):
 
 
 SCORE = StepSpec(
-    "score", "components.nightly", ScoreInputs, ScoreOutputs, command=("score",), kind="compute"
+    "score",
+    "components.nightly",
+    ScoreInputs,
+    ScoreOutputs,
+    command=("score",),
+    kind="compute",
+    memory_for=EVAL_MEMORY,
 )
 
 

@@ -146,9 +146,13 @@ def test_a_model_argo_cannot_hold_is_refused_when_the_pipeline_is_defined(
 def test_the_reference_pipelines_model_presets_are_the_trainers() -> None:
     from components.model import ModelConfig
 
-    wt = compile_pipeline(PIPELINE)
-    model = next(p for p in wt["spec"]["arguments"]["parameters"] if p["name"] == "model")
-    assert model["enum"] == list(ModelConfig.PRESETS)
+    enums = []
+    for path in (PIPELINE, PIPELINE.with_name("train_eval_infer_gpu.py")):
+        wt = compile_pipeline(path)
+        model = next(p for p in wt["spec"]["arguments"]["parameters"] if p["name"] == "model")
+        assert set(model["enum"]) <= set(ModelConfig.PRESETS), path
+        enums += model["enum"]
+    assert set(enums) == set(ModelConfig.PRESETS)  # every preset has a pipeline
 
 
 def test_compiled_yaml_carries_the_schema_so_submit_checks_it_too(tmp_path: Path) -> None:
@@ -156,7 +160,7 @@ def test_compiled_yaml_carries_the_schema_so_submit_checks_it_too(tmp_path: Path
     compiled.write_text(to_yaml(compile_pipeline(PIPELINE)))
     res = gangway("submit", str(compiled), "--dry-run", "-p", "model=tiyn", "-p", "shards=0")
     assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert "-p model: must be one of tiny, small, gpu — did you mean tiny?" in res.stderr
+    assert "-p model: must be one of tiny, small — did you mean tiny?" in res.stderr
     assert "-p shards: must be a whole number from 1 to 1024 (got '0')" in res.stderr
     assert "kind: Workflow" not in res.stdout
 

@@ -106,7 +106,7 @@ def test_the_chosen_placement_goes_onto_the_job(crd_schemas: object) -> None:
     from gangway.lint import lint_manifest
     from gangway.workload import gang_workloads, place_gangs
 
-    obj = compile_pipeline(Path("pipelines/train_eval_infer.py"))
+    obj = compile_pipeline(Path("pipelines/train_eval_infer_gpu.py"))
     (w,) = gang_workloads(obj, {"nodes": "2", "gpus-per-node": "8"})
     w = replace(w, gpu_type="H100", within="rack", priority_class="normal")
     p = place(w, two_regions().build())
@@ -120,7 +120,11 @@ def test_the_chosen_placement_goes_onto_the_job(crd_schemas: object) -> None:
     from gangway.argo.substitution import fill_known
 
     text = text.replace("{{=asInt(inputs.parameters.nodes) - 1}}", "1")
-    scope = {"inputs.parameters.nodes": "2", "inputs.parameters.gpus-per-node": "8"}
+    scope = {
+        "inputs.parameters.nodes": "2",
+        "inputs.parameters.gpus-per-node": "8",
+        "inputs.parameters.procs-per-node": "8",
+    }
     job = yaml.safe_load(fill_known(text, scope, "a"))
     errors = [f for f in lint_manifest(job, crd_schemas) if f.severity == "error"]  # type: ignore[arg-type]
     assert not errors, errors

@@ -146,7 +146,8 @@ def admit(obj: Obj, team: TeamView = RESEARCH, cfg: PlatformConfig = CFG) -> lis
 
 @pytest.fixture(scope="module")
 def workflow() -> Obj:
-    wt: Obj = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
+    # The GPU variant: its gang asks for -p gpus-per-node GPUs, which the team's caps limit.
+    wt: Obj = compile_pipeline(REPO / "pipelines" / "train_eval_infer_gpu.py")
     assert wt["metadata"]["labels"][TEAM_LABEL] == RESEARCH.name
     return wt
 
@@ -657,3 +658,118 @@ def test_has_is_guarded_as_kubernetes_needs() -> None:
             if "." not in parent or parent in always:
                 continue
             assert f"has({parent})" in expression[: m.start()], (parent, expression)
+
+
+# ---- NCCL over RDMA: IPC_LOCK in a gang pod's container with an RDMA device -----------------
+
+RDMA_DEVICE = "rdma/hca_shared_devices_a"
+CAPABILITIES = "securityContext.capabilities: must drop ALL and add nothing but NET_BIND_SERVICE"
+
+
+def volcano_pod(job: Obj, task: int = 0) -> Obj:
+    """:func:`gang_pod` with the owner reference Volcano's job controller gives every pod of a
+    Job (``metav1.NewControllerRef``: the Job, as controller)."""
+    pod = gang_pod(job, task)
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": JOB_API_VERSION,
+            "kind": JOB_KIND,
+            "name": job["metadata"]["name"],
+            "uid": "j1",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    return pod
+
+
+def _rdma(resource: str = RDMA_DEVICE, n: str = "1") -> Mutate:
+    def add(o: Obj) -> None:
+        _container(o).setdefault("resources", {}).setdefault("limits", {})[resource] = n
+
+    return add
+
+
+def _add(*capabilities: str) -> Mutate:
+    return lambda o: _container(o)["securityContext"]["capabilities"].__setitem__(
+        "add", list(capabilities)
+    )
+
+
+def _owner(**changes: Any) -> Mutate:
+    return lambda o: o["metadata"]["ownerReferences"][0].update(changes)
+
+
+RDMA_BUILDS: dict[str, Callable[[Obj], Obj]] = {
+    "job": volcano_job,
+    "gang-pod": lambda wt: volcano_pod(volcano_job(wt)),
+    "step-pod": step_pod,
+    "labelled-gang-pod": lambda wt: gang_pod(volcano_job(wt)),  # Volcano's labels, no owner
+}
+RDMA_ADMITTED: list[tuple[str, str, list[Mutate]]] = [
+    ("job-rdma-ipc-lock", "job", [_rdma(), _add("IPC_LOCK")]),
+    ("gang-pod-rdma-ipc-lock", "gang-pod", [_rdma(), _add("IPC_LOCK")]),
+    ("gang-pod-hostdev", "gang-pod", [_rdma("nvidia.com/hostdev", "2"), _add("IPC_LOCK")]),
+    ("gang-pod-and-net-bind", "gang-pod", [_rdma(), _add("IPC_LOCK", "NET_BIND_SERVICE")]),
+]
+RDMA_DENIED: list[tuple[str, str, list[Mutate], str]] = [
+    ("job-without-rdma", "job", [_add("IPC_LOCK")], CAPABILITIES),
+    ("gang-pod-without-rdma", "gang-pod", [_add("IPC_LOCK")], CAPABILITIES),
+    ("gang-pod-zero-rdma", "gang-pod", [_rdma(n="0"), _add("IPC_LOCK")], CAPABILITIES),
+    ("gpu-is-no-rdma", "gang-pod", [_rdma("nvidia.com/gpu"), _add("IPC_LOCK")], CAPABILITIES),
+    ("step-pod-with-rdma", "step-pod", [_rdma(), _add("IPC_LOCK")], CAPABILITIES),
+    ("labels-are-not-enough", "labelled-gang-pod", [_rdma(), _add("IPC_LOCK")], CAPABILITIES),
+    (
+        "owned-by-a-kubernetes-job",
+        "gang-pod",
+        [_owner(apiVersion="batch/v1"), _rdma(), _add("IPC_LOCK")],
+        CAPABILITIES,
+    ),
+    (
+        "owned-not-controlled",
+        "gang-pod",
+        [_owner(controller=False), _rdma(), _add("IPC_LOCK")],
+        CAPABILITIES,
+    ),
+    ("gang-pod-rdma-sys-admin", "gang-pod", [_rdma(), _add("SYS_ADMIN")], CAPABILITIES),
+    ("job-rdma-sys-admin", "job", [_rdma(), _add("IPC_LOCK", "SYS_ADMIN")], CAPABILITIES),
+    (
+        "rdma-privileged",
+        "gang-pod",
+        [_rdma(), _add("IPC_LOCK"), _sc("privileged", True)],
+        "securityContext.privileged: privileged containers are not allowed",
+    ),
+    (
+        "rdma-host-network",
+        "job",
+        [_rdma(), _add("IPC_LOCK"), _in_spec("hostNetwork", True)],
+        "hostNetwork: not allowed",
+    ),
+    ("rdma-host-path", "gang-pod", [_rdma(), _add("IPC_LOCK"), _add_host_path], "hostPath"),
+]
+
+
+@pytest.mark.parametrize(
+    ("build", "mutations"), [c[1:] for c in RDMA_ADMITTED], ids=[c[0] for c in RDMA_ADMITTED]
+)
+def test_an_rdma_gang_pod_may_add_ipc_lock(
+    workflow: Obj, build: str, mutations: list[Mutate]
+) -> None:
+    assert admit(_with(RDMA_BUILDS[build](workflow), *mutations)) == []
+
+
+@pytest.mark.parametrize(
+    ("build", "mutations", "expected"),
+    [c[1:] for c in RDMA_DENIED],
+    ids=[c[0] for c in RDMA_DENIED],
+)
+def test_nothing_else_adds_ipc_lock_and_rdma_gangs_stay_restricted(
+    workflow: Obj, build: str, mutations: list[Mutate], expected: str
+) -> None:
+    obj = RDMA_BUILDS[build](workflow)
+    assert admit(obj) == []
+    denied = admit(_with(obj, *mutations))
+    assert len(denied) == 1, denied
+    assert expected in denied[0]
+    if expected == CAPABILITIES:
+        assert "or IPC_LOCK in a gang pod, in a container with an RDMA device" in denied[0]

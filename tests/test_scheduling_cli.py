@@ -10,7 +10,8 @@ import yaml
 
 from tests.test_cli import gangway
 
-PIPE = "pipelines/train_eval_infer.py"
+PIPE = "pipelines/train_eval_infer_gpu.py"
+CPU_PIPE = "pipelines/train_eval_infer.py"
 GPUS = ("-p", "nodes=2", "-p", "gpus-per-node=8")
 
 
@@ -147,7 +148,7 @@ def test_submit_cluster_auto_keeps_what_the_hard_topology_allows() -> None:
     ("args", "says"),
     [
         (["-p", "cluster=eu-west"], "-p cluster= and --cluster auto"),
-        (["-p", "gpus-per-node=0", "--gpu-type", "H100"], "the pods request no GPUs"),
+        (["--cpu-pipeline", "--gpu-type", "H100"], "the pods request no GPUs"),
         (["--data-region", "us-east"], "not a region (eu-west-1, us-east-1); did you mean"),
         (["--snapshot", ""], "--snapshot: empty"),
     ],
@@ -159,7 +160,9 @@ def test_submit_cluster_auto_keeps_what_the_hard_topology_allows() -> None:
     ],
 )
 def test_submit_cluster_auto_mistakes(args: list[str], says: str) -> None:
-    base = ["submit", PIPE, "-p", "nodes=2", "--cluster", "auto", "--dry-run"]
+    pipe = CPU_PIPE if "--cpu-pipeline" in args else PIPE
+    args = [a for a in args if a != "--cpu-pipeline"]
+    base = ["submit", pipe, "-p", "nodes=2", "--cluster", "auto", "--dry-run"]
     res = gangway(*base, *(["--snapshot", "example"] if "--snapshot" not in args else []), *args)
     assert res.returncode == 1 and says in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and res.stdout == ""

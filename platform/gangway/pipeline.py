@@ -38,8 +38,10 @@ from gangway.contract import (
     WORKFLOW_LABEL,
     step_env,
 )
-from gangway.errors import PermanentError, closest
+from gangway.errors import PermanentError
+from gangway.gpu_pods import gpu_pods
 from gangway.memoize import KEY_INPUT, RECORD_INPUT, memoized
+from gangway.modules import check_module
 from gangway.params import SCHEMA_ANNOTATION, PipelineParams, argo_parameters, schema_json
 from gangway.retries import StepKind, retry_strategy
 from gangway.volcano.job import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
@@ -235,31 +237,6 @@ def _outputs(outputs: Sequence[str]) -> list[Parameter]:
     return [*declared, link]
 
 
-def _check_module(step_name: str, module: str) -> None:
-    """The module a step runs must be importable here, as it will be in the image: a typo is
-    a compile error naming the step, not a failure minutes into a run."""
-    import importlib.util
-    import pkgutil
-
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if found:
-        return
-    parent, _, _ = module.rpartition(".")
-    known: list[str] = []
-    try:
-        spec = importlib.util.find_spec(parent) if parent else None
-        where = spec.submodule_search_locations if spec else None
-        known = [f"{parent}.{m.name}" for m in pkgutil.iter_modules(where)] if where else []
-    except (ImportError, ValueError):
-        pass
-    near = closest(module, known)
-    hint = f"; did you mean {near!r}?" if near else "; check module= (python -m MODULE)"
-    raise PermanentError(f"step {step_name!r}: module {module!r} cannot be imported{hint}")
-
-
 def step(
     name: str,
     *,
@@ -270,17 +247,21 @@ def step(
     kind: StepKind = "io",
     requests: Mapping[str, str] | None = None,
     cache: Cache | None = None,
+    gpus: int = 0,
+    gpu_product: str | None = None,
 ) -> Container:
     """A container step: ``python -m MODULE ARGS`` with the platform's defaults.
 
     ``inputs`` are the template's input parameters (use them in ``args`` as
     ``{{inputs.parameters.NAME}}``); each of ``outputs`` is read from ``/gangway/out/NAME``.
     ``cache`` makes it cacheable: Argo's ``memoize`` on the key its cache-check task gives it
-    (two more inputs, see :mod:`gangway.memoize`).
+    (two more inputs, see :mod:`gangway.memoize`). ``gpus`` GPUs of ``gpu_product`` make it a
+    GPU pod (:func:`gangway.gpu_pods.gpu_pods`).
     """
-    _check_module(name, module)
+    check_module(name, module)
     req = dict(requests or REQUESTS)
-    env = _tracking_env(name)
+    gpu = gpu_pods(gpus, gpu_product, where=f"step {name!r}")
+    env = [*_tracking_env(name), *gpu.env]
     memo: dict[str, Any] = {}
     if cache is not None:
         memo["memoize"], cache_env = memoized(cache)
@@ -293,8 +274,12 @@ def step(
         env=env,
         inputs=[Parameter(name=i) for i in inputs],
         outputs=_outputs(outputs),
-        resources=m.ResourceRequirements(requests=req, limits={"memory": req["memory"]}),
+        resources=m.ResourceRequirements(
+            requests={**req, **gpu.limits}, limits={"memory": req["memory"], **gpu.limits}
+        ),
         security_context=_container_security(),
+        node_selector=gpu.node_selector,
+        tolerations=gpu.tolerations,
         volumes=[EmptyDirVolume(name="scratch", mount_path=SCRATCH)],
         retry_strategy=retry_strategy(kind),
         **memo,
@@ -302,7 +287,13 @@ def step(
 
 
 def _trainer(
-    step_name: str, module: str, args: Sequence[str], procs_per_node: str, gpus_per_node: str
+    step_name: str,
+    module: str,
+    args: Sequence[str],
+    procs_per_node: str,
+    limits: Mapping[str, str],
+    env: Sequence[m.EnvVar],
+    requests: Mapping[str, str],
 ) -> m.Container:
     """A gang pod's container: ``python -m gangway.step.launch`` (torchrun and the exit-code
     contract) around ``python -m MODULE ARGS``, c10d rendezvous at what the pytorch plugin
@@ -321,14 +312,15 @@ def _trainer(
         module,
         *args,
     ]
-    gpu_limits = {"nvidia.com/gpu": gpus_per_node}
     container = m.Container(
         name="trainer",
         image="{{workflow.parameters.image}}",
         command=launch[:3],
         args=launch[3:],
-        env=_tracking_env(step_name, params=False),
-        resources=m.ResourceRequirements(requests={**REQUESTS, **gpu_limits}, limits=gpu_limits),
+        env=[*_tracking_env(step_name, params=False), *env],
+        resources=m.ResourceRequirements(
+            requests={**requests, **limits}, limits={"memory": requests["memory"], **limits}
+        ),
         security_context=_container_security(),
         volume_mounts=[
             m.VolumeMount(name="scratch", mount_path=SCRATCH),
@@ -346,8 +338,10 @@ def gang_step(
     inputs: Sequence[str] = (),
     nodes: str = "{{inputs.parameters.nodes}}",
     procs_per_node: str = "{{inputs.parameters.procs-per-node}}",
-    gpus_per_node: str = "{{inputs.parameters.gpus-per-node}}",
+    gpus_per_node: str = "0",
+    gpu_product: str | None = None,
     queue: str | None = None,
+    requests: Mapping[str, str] | None = None,
 ) -> Resource:
     """A gang-scheduled training step: an Argo resource template creating a Volcano Job.
 
@@ -358,9 +352,14 @@ def gang_step(
     contract) with c10d rendezvous at the MASTER_ADDR/MASTER_PORT that Volcano's pytorch plugin
     injects, ``procs_per_node`` processes per pod, and ``python -m MODULE ARGS`` in each.
     The Job's name is generated, so an Argo-level retry never collides with an earlier Job.
+    ``gpus_per_node`` GPUs of ``gpu_product`` per pod make it a GPU gang (its pods select the
+    product and tolerate the GPU taint, :func:`gangway.gpu_pods.gpu_pods`); a CPU gang has
+    neither. ``requests`` are each pod's CPU and memory.
     """
-    _check_module(name, module)
-    container = _trainer(name, module, args, procs_per_node, gpus_per_node)
+    check_module(name, module)
+    gpu = gpu_pods(gpus_per_node, gpu_product, where=f"gang step {name!r}")
+    req = dict(requests or REQUESTS)
+    container = _trainer(name, module, args, procs_per_node, gpu.limits, gpu.env, req)
     job = pytorch_job(
         generate_name="{{workflow.name}}-" + name + "-",
         queue=queue or "{{workflow.labels." + QUEUE_LABEL + "}}",
@@ -374,7 +373,8 @@ def gang_step(
         priority_class_name="{{workflow.parameters." + PRIORITY_CLASS_PARAM + "}}",
         security_context=_pod_security(),
         service_account_name=SERVICE_ACCOUNT,
-        tolerations=[m.Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+        tolerations=gpu.tolerations,
+        node_selector=gpu.node_selector,
         volumes=[
             m.Volume(name="scratch", empty_dir=m.EmptyDirVolumeSource()),
             m.Volume(name="dshm", empty_dir=m.EmptyDirVolumeSource(medium="Memory")),

@@ -119,9 +119,19 @@ class GangInputs(Inputs):
 
     nodes: int = Field(2, ge=1, description="pods in the gang")
     procs_per_node: int = Field(1, ge=1, description="torchrun processes per pod")
-    gpus_per_node: int = Field(0, ge=0, description="GPUs per pod")
+    gpus_per_node: int = Field(0, ge=0, description="GPUs per pod (needs gpu_product)")
+    gpu_product: str | None = Field(
+        None,
+        description="the GPU model of the pods: the nvidia.com/gpu.product node label, e.g. "
+        "NVIDIA-H200 (None: a CPU gang)",
+    )
 
-    PLACEMENT: ClassVar[tuple[str, ...]] = ("nodes", "procs_per_node", "gpus_per_node")
+    PLACEMENT: ClassVar[tuple[str, ...]] = (
+        "nodes",
+        "procs_per_node",
+        "gpus_per_node",
+        "gpu_product",
+    )
 
 
 class Outputs(BaseModel):
@@ -190,15 +200,17 @@ class StepSpec:
     kind: StepKind = "io"
     gang: bool = False
     requests: dict[str, str] | None = field(default=None, compare=False)
+    memory_for: dict[str, str] | None = field(default=None, compare=False)
+    """Model preset → the memory of one process holding it (``pod=Pod(size_for=...)``)."""
     cache: Cache | None = None
     """Cacheable (:mod:`gangway.caching`): a run on the same inputs and data reuses outputs."""
 
     def __post_init__(self) -> None:
-        taken = [n for n in ("name", "after", "over") if n in self.inputs.model_fields]
+        taken = [n for n in ("name", "after", "over", "pod") if n in self.inputs.model_fields]
         if taken:
             raise PermanentError(
                 f"step {self.name!r}: an input may not be called {taken[0]!r} (a keyword of a "
-                "step call: name=, after=, over=); rename it"
+                "step call: name=, after=, over=, pod=); rename it"
             )
         clash = sorted(
             {flag_of(n) for n in self.inputs.model_fields}

@@ -37,6 +37,7 @@ from gangway.errors import PermanentError, closest
 from gangway.memoize import CHECK_MODULE, CHECK_OUTPUTS, check_args, check_name, step_arguments
 from gangway.params import argo_text
 from gangway.step.interface import GangInputs, StepSpec, flag_of, kebab
+from gangway.wiring.pods import Pod, pod_requests
 from gangway.wiring.types import constant_problem, element_of, fits, type_name
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "RUN",
     "SCRATCH",
     "STORAGE_ROOT",
+    "Pod",
     "Ref",
     "TaskRef",
     "make_task",
@@ -194,6 +196,7 @@ def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
     argument of None is one not given."""
     after = wiring.pop("after", ())
     over = wiring.pop("over", None)
+    pod = wiring.pop("pod", None) or Pod()
     wiring = {k: (_whole_item() if v is EACH else v) for k, v in wiring.items() if v is not None}
     where = f"task {name!r}"
     fields = spec.inputs.model_fields
@@ -217,7 +220,9 @@ def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
     _check_name(where, name)
     if spec.cache is not None:
         _check_name(where, check_name(name))
-    check, task = _task(spec, name, wiring, over)
+    if not isinstance(pod, Pod):
+        raise PermanentError(f"{where}: pod= takes a gangway.wiring.Pod(...), not {pod!r}")
+    check, task = _task(spec, name, wiring, over, pod)
     producers = [v.producer for v in wiring.values() if isinstance(v, Ref) and v.producer]
     for before in after if isinstance(after, list | tuple) else [after]:
         if not isinstance(before, TaskRef):
@@ -317,7 +322,7 @@ def _text(value: Any) -> str:
 
 
 def _task(
-    spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any
+    spec: StepSpec, name: str, wiring: Mapping[str, Any], over: Any, pod: Pod
 ) -> tuple[Task | None, Task]:
     """The template (its inputs: what varies by run or by task; the rest written in) and the
     DAG task passing them; before it, for a cacheable step, its cache check's task
@@ -332,15 +337,30 @@ def _task(
 
     flags = spec.flags()
     args = [*spec.command, *(a for k in wiring if k in flags for a in (flags[k], value(k)))]
+    where = f"task {name!r}"
     if spec.gang:
+        if pod.gpus or pod.gpu_product is not None:
+            raise PermanentError(
+                f"{where}: a gang's GPUs are gpus_per_node= and gpu_product=, not pod=Pod(gpus=…)"
+            )
         shape: dict[str, Any] = {
-            k: value(k) if k in wiring else str(GangInputs.model_fields[k].default)
+            k: value(k) if k in wiring else GangInputs.model_fields[k].default
             for k in GangInputs.PLACEMENT
         }
+        shape["procs_per_node"] = str(shape["procs_per_node"])
+        shape["gpus_per_node"] = str(shape["gpus_per_node"])
         if "nodes" not in passed:  # a fixed gang size is a number in the Job
             shape["nodes"] = int(shape["nodes"])
+        requests = pod_requests(
+            spec, pod.size_for, procs=wiring.get("procs_per_node", 1), where=where
+        )
         template: Any = gang_step(
-            name, module=spec.module, args=args, inputs=list(names.values()), **shape
+            name,
+            module=spec.module,
+            args=args,
+            inputs=list(names.values()),
+            requests=requests,
+            **shape,
         )
     else:
         outs = list(spec.outputs.model_fields)
@@ -352,8 +372,10 @@ def _task(
             inputs=list(names.values()),
             outputs=outs,
             kind=spec.kind,
-            requests=spec.requests,
+            requests=pod_requests(spec, pod.size_for, where=where),
             cache=spec.cache,
+            gpus=pod.gpus,
+            gpu_product=None if pod.gpu_product is None else _text(pod.gpu_product),
         )
     arguments = {names[k]: _text(v) for k, v in passed.items()}
     with_param = over.expr if isinstance(over, Ref) else None
