@@ -5,25 +5,32 @@ test submits the reference pipeline when a real cluster is configured."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from gangway.cluster import resolve_cluster
+from gangway.cli import cluster_cmds
+from gangway.cluster import ClusterConfig, resolve_cluster
 from gangway.compiler import compile_pipeline
 from gangway.config import EXAMPLE
+from gangway.contract import WORKFLOW_IDENTITY_ENV
 from gangway.errors import PermanentError
+from gangway.lineage.records import workflow_from_env
 from gangway.pods import select_pods
 from gangway.status import summarize
 from gangway.submission import apply_plan, deploy_plan, submit_plan
 from tests.conftest import REPO
+from tests.test_images import DIGEST, FakeRegistry, runtime_registry, serve
 
 DATA = Path(__file__).parent / "data"
 
@@ -188,7 +195,9 @@ def _gangway(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 def test_submit_dry_run_prints_the_exact_objects() -> None:
-    res = _gangway("submit", "pipelines/train_eval_infer.py", "-p", "nodes=4", "--dry-run")
+    res = _gangway(
+        "submit", "pipelines/train_eval_infer.py", "-p", "nodes=4", "--dry-run", "--no-pin-image"
+    )
     assert res.returncode == 0, res.stderr
     wt, wf = [d for d in yaml.safe_load_all(res.stdout) if d]
     assert wt["kind"] == "WorkflowTemplate" and wf["kind"] == "Workflow"
@@ -206,6 +215,7 @@ def test_submit_to_a_cluster_writes_to_the_bucket_of_its_region() -> None:
         "--cluster",
         "eu-west",
         "--dry-run",
+        "--no-pin-image",
         env={"GANGWAY_MLFLOW_URL": ""},
     )
     assert res.returncode == 0, res.stderr
@@ -220,6 +230,122 @@ def test_without_a_cluster_the_error_says_what_to_set() -> None:
         res = _gangway(*cmd)
         assert res.returncode == 1
         assert "no cluster configured" in res.stderr and "Traceback" not in res.stderr
+
+
+PIPE = "pipelines/train_eval_infer.py"
+V2 = b'{"schemaVersion": 2, "manifests": [], "annotations": {"v": "2"}}'
+
+
+def _registry_env(tmp_path: Path, host: str) -> dict[str, str]:
+    """The example platform config with its image on the registry at ``host`` (allowed), and
+    credentials read from tmp_path (none)."""
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    raw["registries"].append(f"{host}/")
+    raw["image"] = f"{host}/gangway/runtime:v1"
+    cfg = tmp_path / "gangway.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    return {"GANGWAY_CONFIG": str(cfg), "DOCKER_CONFIG": str(tmp_path), "GANGWAY_MLFLOW_URL": ""}
+
+
+@pytest.fixture
+def loopback_registry(tmp_path: Path) -> Iterator[tuple[FakeRegistry, dict[str, str]]]:
+    """A registry on 127.0.0.1 holding gangway/runtime:v1 and :v2, and the env that makes it
+    the pipelines' image."""
+    reg = runtime_registry()
+    reg.manifests[("gangway/runtime", "v2")] = V2
+    with serve(reg) as host:
+        yield reg, _registry_env(tmp_path, host)
+
+
+def _objects(stdout: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The WorkflowTemplate of a dry run, and the parameters of its Workflow."""
+    wt, wf = [d for d in yaml.safe_load_all(stdout) if d]
+    return wt, {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
+
+
+def test_submit_pins_the_image_by_digest(
+    loopback_registry: tuple[FakeRegistry, dict[str, str]],
+) -> None:
+    reg, env = loopback_registry
+    res = _gangway("submit", PIPE, "--dry-run", env=env)
+    assert res.returncode == 0, res.stderr
+    wt, params = _objects(res.stdout)
+    assert params["image"] == f"{reg.host}/gangway/runtime:v1@{DIGEST}"
+    # the template keeps the tag: deploying it again after a push changes nothing
+    defaults = {p["name"]: p["value"] for p in wt["spec"]["arguments"]["parameters"]}
+    assert defaults["image"] == f"{reg.host}/gangway/runtime:v1"
+    res = _gangway(
+        "submit", PIPE, "--dry-run", "-p", f"image={reg.host}/gangway/runtime:v2", env=env
+    )
+    assert res.returncode == 0, res.stderr
+    v2 = "sha256:" + hashlib.sha256(V2).hexdigest()
+    assert _objects(res.stdout)[1]["image"] == f"{reg.host}/gangway/runtime:v2@{v2}"
+
+
+def test_submit_of_a_tag_the_registry_does_not_have_prints_nothing(
+    loopback_registry: tuple[FakeRegistry, dict[str, str]],
+) -> None:
+    reg, env = loopback_registry
+    res = _gangway(
+        "submit", PIPE, "--dry-run", "-p", f"image={reg.host}/gangway/runtime:v9", env=env
+    )
+    assert res.returncode == 1 and res.stdout == ""
+    assert "gangway/runtime:v9 not found; push the image first" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_no_pin_image_sends_the_tag_and_says_so(
+    loopback_registry: tuple[FakeRegistry, dict[str, str]],
+) -> None:
+    reg, env = loopback_registry
+    res = _gangway("submit", PIPE, "--dry-run", "--no-pin-image", env=env)
+    assert res.returncode == 0, res.stderr
+    assert "image" not in _objects(res.stdout)[
+        1
+    ] and "--no-pin-image: the image goes by its tag" in (res.stderr)
+    assert reg.seen == []  # the registry was not asked
+
+
+def test_an_unreachable_registry_warns_a_dry_run_and_stops_a_submit(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        host = f"127.0.0.1:{s.getsockname()[1]}"
+    env = _registry_env(tmp_path, host)
+    dry = _gangway("submit", PIPE, "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "image not pinned in this dry run" in dry.stderr and "unreachable" in dry.stderr
+    assert "image" not in _objects(dry.stdout)[1]
+    real = _gangway("submit", PIPE, env={**env, "ARGO_SERVER": f"http://{host}"})
+    assert real.returncode == 75, real.stderr  # transient: try again
+    assert f"registry {host} unreachable" in real.stderr and "nothing was sent" in real.stderr
+    assert "Traceback" not in real.stderr
+
+
+def test_the_workflow_sent_and_its_lineage_carry_the_pinned_image(
+    loopback_registry: tuple[FakeRegistry, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg, env = loopback_registry
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    argo = InMemoryArgo()
+    cluster = ClusterConfig(name="env", argo_server="http://argo.test")
+    monkeypatch.setattr(cluster_cmds, "_connect", lambda name: (cluster, argo))
+    image = f"{reg.host}/gangway/runtime:v1"
+    cluster_cmds.submit_cmd(REPO / PIPE, param=[f"image={image}"])
+    (wf,) = [o for (kind, _), o in argo.objects.items() if kind == "Workflow"]
+    params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
+    assert params["image"] == f"{image}@{DIGEST}"
+    # every container step gets the parameter as GANGWAY_IMAGE, which the lineage records
+    wt = argo.objects[("WorkflowTemplate", wf["spec"]["workflowTemplateRef"]["name"])]
+    var = WORKFLOW_IDENTITY_ENV["image"]
+    values = {
+        e["value"]
+        for t in wt["spec"]["templates"]
+        for e in (t.get("container") or {}).get("env") or []
+        if e["name"] == var
+    }
+    assert values == {"{{workflow.parameters.image}}"}
+    assert workflow_from_env({var: params["image"]}).image == f"{image}@{DIGEST}"
 
 
 @pytest.mark.on_cluster

@@ -1,18 +1,24 @@
-"""Where a run came from: the pipeline's git revision and the cluster it runs on.
+"""Where a run came from: the pipeline's git revision, the cluster it runs on, the image.
 
 Pipelines declare ``cluster`` and ``git-sha`` parameters (see :func:`gangway.pipeline.pipeline`)
 left empty in the compiled template, so golden YAML does not change with every commit;
 ``gangway run`` and ``gangway submit`` fill them in, and steps record them on the MLflow
-parent run.
+parent run. ``gangway submit`` also pins the ``image`` parameter by digest
+(:func:`pinned_image_param`), so the parent run records the image that ran, not a tag that
+may move; ``gangway run`` runs on this machine, with no registry, and leaves it as it is.
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["git_revision", "provenance_params"]
+__all__ = ["IMAGE_PARAM", "git_revision", "pinned_image_param", "provenance_params"]
+
+IMAGE_PARAM = "image"
+"""The workflow parameter naming the runtime image (steps get it as ``GANGWAY_IMAGE``)."""
 
 
 def git_revision(path: Path) -> str:
@@ -46,3 +52,20 @@ def provenance_params(
     if "git-sha" in declared and not given.get("git-sha"):
         out["git-sha"] = git_revision(pipeline.resolve())
     return out
+
+
+def pinned_image_param(
+    template: Mapping[str, Any], given: Mapping[str, str], *, pin: Callable[[str], str]
+) -> dict[str, str]:
+    """``image`` pinned by digest with ``pin`` (:func:`gangway.images.pin_image`): the value
+    given, else the template's default; nothing when the template declares no ``image`` or
+    its value is empty or an Argo placeholder."""
+    spec = template.get("spec") or {}
+    params = (spec.get("arguments") or {}).get("parameters") or []
+    defaults = {p.get("name"): str(p.get("value", "")) for p in params}
+    if IMAGE_PARAM not in defaults:
+        return {}
+    ref = given.get(IMAGE_PARAM) or defaults[IMAGE_PARAM]
+    if not ref or "{{" in ref:
+        return {}
+    return {IMAGE_PARAM: pin(ref)}

@@ -24,6 +24,14 @@ ClusterOpt = Annotated[
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="print the objects, send nothing")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="defaults to the cluster's")]
 ManifestArg = Annotated[Path, typer.Argument(help="a pipeline file (.py) or YAML manifests")]
+NoPinOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-pin-image",
+        help="send the image as given (by tag), not pinned by digest: the registry is not asked, "
+        "and the lineage records a tag that may move",
+    ),
+]
 
 
 def _team_namespace(obj: dict[str, Any], fallback: str) -> str:
@@ -124,6 +132,36 @@ def _dry_params(
     return {**params, **_provenance(pipeline, obj, params, cluster or "env")}
 
 
+def _pinned_image(
+    obj: dict[str, Any], params: dict[str, str], *, pin: bool, dry_run: bool
+) -> dict[str, str]:
+    """The ``image`` parameter pinned by digest (:mod:`gangway.images`), for the workflow and
+    its lineage. A dry run whose registry cannot be reached shows the tag, with a warning."""
+    from rich.markup import escape
+
+    from gangway.errors import TransientError
+    from gangway.images import pin_image
+    from gangway.provenance import pinned_image_param
+
+    if not pin:
+        err_console.print(
+            "[yellow]--no-pin-image: the image goes by its tag, which may move; the lineage "
+            "records the tag, not the digest that ran[/]"
+        )
+        return {}
+    try:
+        return pinned_image_param(obj, params, pin=pin_image)
+    except TransientError as e:
+        if not dry_run:
+            raise TransientError(f"{e}; nothing was sent (--no-pin-image sends the tag)") from None
+        err_console.print(
+            f"[yellow]image not pinned in this dry run: {escape(str(e))}; a submit would stop "
+            "here[/]",
+            soft_wrap=True,
+        )
+        return {}
+
+
 def _connect(cluster: str | None) -> tuple[Any, Any]:
     """The cluster's settings and an Argo API client for it."""
     from gangway.cluster import resolve_cluster
@@ -199,8 +237,13 @@ def submit_cmd(
     gpu_type: GpuTypeOpt = None,
     within: WithinOpt = None,
     data_region: RegionOpt = None,
+    no_pin_image: NoPinOpt = False,
 ) -> None:
     """Lint, create-or-update the WorkflowTemplate, and start a Workflow from it.
+
+    The `image` parameter (-p image=, else the pipeline's default) is pinned by digest: the
+    registry is asked for the tag's digest, and the workflow runs (and its lineage records)
+    NAME:TAG@sha256:…; --no-pin-image sends the tag.
 
     With --cluster auto, Gangway first decides where the gangs go (admission and placement
     over a snapshot of the clusters), prints the decision with the alternatives, writes the
@@ -222,7 +265,9 @@ def submit_cmd(
             "--snapshot, --gpu-type, --within and --data-region go with --cluster auto"
         )
     _lint_or_fail(objs, params)
+    pin = not no_pin_image
     if dry_run:
+        params.update(_pinned_image(objs[0], params, pin=pin, dry_run=True))
         plan = submit_plan(
             objs[0],
             _dry_params(pipeline, objs[0], params, cluster),
@@ -234,6 +279,7 @@ def submit_cmd(
     from gangway.submission import apply_plan
 
     c, api = _connect(cluster)
+    params.update(_pinned_image(objs[0], params, pin=pin, dry_run=False))
     params.update(_provenance(pipeline, objs[0], params, c.name))
     plan = submit_plan(objs[0], params, namespace or _team_namespace(objs[0], c.namespace))
     plan = _link_mlflow(plan, c.mlflow_url, create=True)
