@@ -7,7 +7,8 @@
    included; a kind neither knows is a warning.
 2. **Semantics** Argo checks — names, template and task references, declared parameters, DAG
    cycles, retry policies, resource conditions (:mod:`gangway.lint.argo_rules`).
-3. **Platform rules** — whole gangs, GPU type selection, Pod Security "restricted", secrets by
+3. **Platform rules** — whole gangs, GPU type selection (and only GPU pods on GPU nodes), Pod
+   Security "restricted" (with its one exception, IPC_LOCK for RDMA gang pods), secrets by
    reference (:mod:`gangway.lint.platform_rules`); a team's queue, priority classes and image
    registries, from the platform config (:mod:`gangway.lint.team_rules`). Skipped with
    ``platform=False`` (``gangway lint --no-platform``): then only what Argo and Kubernetes
@@ -15,7 +16,8 @@
 
 A resource template's object (a Volcano Job, a Service ...) is checked as Argo would create
 it: the template's placeholders are filled from the calling task's or step's arguments and the
-workflow parameters' defaults.
+workflow parameters' defaults; so are a container or script template's pod fields, where the
+value is known before the run.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ from typing import Any
 
 from gangway.argo.manifests import fill_manifest
 from gangway.argo.scope import inputs_scope, parameter_values, workflow_scope, workflow_spec
-from gangway.argo.substitution import fill_known
+from gangway.argo.substitution import PLACEHOLDER, fill_known
 from gangway.config import PlatformConfig, load_config
 from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
 from gangway.lint.argo_rules import check_workflow
 from gangway.lint.crds import CrdSchemas
-from gangway.lint.platform_rules import check_gang, check_launch, check_pod
+from gangway.lint.platform_rules import check_gang, check_launch, check_pod, known_gpu_products
 from gangway.lint.structural import validate_structure
 from gangway.lint.team_rules import check_team
 from gangway.volcano.gang import is_job, pod_specs
@@ -59,29 +61,40 @@ def lint_manifest(
     if obj.get("kind") not in WORKFLOW_KINDS:
         return findings
     findings += check_workflow(obj, name)
-    if platform:
-        findings += check_team(obj, name, config or load_config())
+    cfg = (config or load_config()) if platform else None
+    if cfg is not None:
+        findings += check_team(obj, name, cfg)
+    products = known_gpu_products(cfg) if cfg is not None else frozenset()
     spec = workflow_spec(obj)
     base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
+    labels = {
+        **((obj.get("metadata") or {}).get("labels") or {}),
+        **((spec.get("workflowMetadata") or {}).get("labels") or {}),
+    }
     for i, t in enumerate(spec.get("templates") or []):
         tp = f"{base}.templates[{i}]"
         if platform:
-            findings += _check_template_pod(t, spec, tp, name)
+            findings += _check_template_pod(t, spec, labels, tp, name, products)
         manifest = (t.get("resource") or {}).get("manifest")
         if manifest:
-            labels = {
-                **((obj.get("metadata") or {}).get("labels") or {}),
-                **((spec.get("workflowMetadata") or {}).get("labels") or {}),
-            }
-            findings += _lint_resource(str(manifest), t, spec, labels, schemas, tp, platform)
+            findings += _lint_resource(
+                str(manifest), t, spec, labels, schemas, tp, platform, products
+            )
     return _dedupe(findings)
 
 
 def _check_template_pod(
-    t: Mapping[str, Any], spec: Mapping[str, Any], tp: str, name: str
+    t: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    labels: Mapping[str, str],
+    tp: str,
+    name: str,
+    products: frozenset[str],
 ) -> list[Finding]:
-    """The platform's pod rules for a container or script template, with the workflow's
-    pod-level settings merged in as Argo merges them."""
+    """The platform's pod rules for a container or script template, on the pod Argo makes of
+    it: the values known before the run filled in (so ``-p`` values are checked as they will
+    be submitted), the workflow's pod-level settings merged in as Argo merges them (a
+    template's nodeSelector and tolerations replace the workflow's)."""
     body = t.get("container") or t.get("script")
     if body is None:
         return []
@@ -90,14 +103,35 @@ def _check_template_pod(
             **(spec.get("securityContext") or {}),
             **(t.get("securityContext") or {}),
         },
-        "nodeSelector": {
-            **(spec.get("nodeSelector") or {}),
-            **(t.get("nodeSelector") or {}),
-        },
+        "nodeSelector": t.get("nodeSelector") or spec.get("nodeSelector") or {},
+        "tolerations": t.get("tolerations") or spec.get("tolerations") or [],
         "volumes": [*(spec.get("volumes") or []), *(t.get("volumes") or [])],
+        "hostNetwork": spec.get("hostNetwork"),
     }
+    scope = _lint_scope(t, spec, labels, stand_ins=False)
     key = "container" if "container" in t else "script"
-    return check_pod([body], pod, tp, name, [f"{tp}.{key}"])
+    return check_pod(
+        [_fill_tree(body, scope)],
+        _fill_tree(pod, scope),
+        tp,
+        name,
+        [f"{tp}.{key}"],
+        gpu_products=products,
+    )
+
+
+def _fill_tree(obj: Any, scope: Mapping[str, str]) -> Any:
+    """``obj`` with each ``{{name}}`` that ``scope`` knows filled in, in every string, as Argo
+    fills a container template's fields one by one; anything else is left as written."""
+    if isinstance(obj, str):
+        return PLACEHOLDER.sub(
+            lambda m: m.group(0) if m.group(1) else scope.get(m.group(2), m.group(0)), obj
+        )
+    if isinstance(obj, list):
+        return [_fill_tree(v, scope) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: _fill_tree(v, scope) for k, v in obj.items()}
+    return obj
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
@@ -119,6 +153,7 @@ def _lint_resource(
     schemas: CrdSchemas | None,
     tp: str,
     platform: bool,
+    products: frozenset[str],
 ) -> list[Finding]:
     where = f"resource in template {template.get('name')}"
     scope = _lint_scope(template, spec, labels)
@@ -135,18 +170,24 @@ def _lint_resource(
         for path, pod in pod_specs(job):
             containers = pod.get("containers") or []
             paths = [f"{path}.containers[{k}]" for k in range(len(containers))]
-            findings += check_pod(containers, pod, path, name, paths)
+            findings += check_pod(
+                containers, pod, path, name, paths, gang=True, gpu_products=products
+            )
             for c, cpath in zip(containers, paths, strict=True):
                 findings += check_launch(c, cpath, name)
     return findings
 
 
 def _lint_scope(
-    template: Mapping[str, Any], spec: Mapping[str, Any], labels: Mapping[str, str]
+    template: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    labels: Mapping[str, str],
+    *,
+    stand_ins: bool = True,
 ) -> dict[str, str]:
     """Values Argo would substitute: the workflow parameters' values and the first calling
-    task's or step's arguments (a plain stand-in for what is only known at run time: task outputs,
-    items)."""
+    task's or step's arguments, with a plain stand-in for what is only known at run time (task
+    outputs, items) — or, with ``stand_ins=False``, without the inputs that depend on it."""
     scope = workflow_scope(
         name="lint-workflow",
         uid="00000000-0000-0000-0000-0",
@@ -157,10 +198,14 @@ def _lint_scope(
     inputs = {
         p["name"]: str(p.get("value", p.get("default", "x")))
         for p in (template.get("inputs") or {}).get("parameters") or []
+        if stand_ins or "value" in p or "default" in p
     }
     caller = next(_callers(spec, str(template.get("name"))), None)
     for a in ((caller or {}).get("arguments") or {}).get("parameters") or []:
-        inputs[a["name"]] = fill_known(str(a.get("value", "")), scope, "placeholder")
+        raw = str(a.get("value", ""))
+        known = all(not m.group(1) and m.group(2) in scope for m in PLACEHOLDER.finditer(raw))
+        if stand_ins or known:
+            inputs[a["name"]] = fill_known(raw, scope, "placeholder")
     return {**scope, **inputs_scope(inputs)}
 
 

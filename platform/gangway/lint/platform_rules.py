@@ -1,21 +1,69 @@
-"""Platform rules: whole gangs, GPUs on GPU nodes, Pod Security "restricted", secrets by
-reference. Each check cites the rule it implements."""
+"""Platform rules: whole gangs, GPUs on GPU nodes (and only GPU pods there), Pod Security
+"restricted" with its one exception for RDMA gang pods, secrets by reference. Each check
+cites the rule it implements; ``docs/gpu-clusters.md`` records the GPU and RDMA decisions."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gangway.lint._findings import Finding
 from gangway.step.torchrun import count_problem
 from gangway.volcano.gang import gang_problems
 
-__all__ = ["GPU_PRODUCT_LABEL", "check_gang", "check_launch", "check_pod"]
+if TYPE_CHECKING:
+    from gangway.config import PlatformConfig
+
+__all__ = [
+    "GPU_PRODUCT_LABEL",
+    "IPC_LOCK",
+    "RDMA_RESOURCES",
+    "RDMA_RESOURCE_NAMES",
+    "RDMA_RESOURCE_PREFIXES",
+    "check_gang",
+    "check_launch",
+    "check_pod",
+    "is_rdma_resource",
+    "known_gpu_products",
+]
 
 GPU = "nvidia.com/gpu"
+"""The GPU device plugin's resource, and the key of the taint GPU nodes carry."""
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+IPC_LOCK = "IPC_LOCK"
+"""The one capability beyond Pod Security "restricted" a pod may add: in a gang pod, in a
+container that has an RDMA device (ibverbs pins the memory it registers)."""
+RDMA_RESOURCE_PREFIXES = ("rdma/",)
+"""Device-plugin resources that hand a container an RDMA device: those of the
+k8s-rdma-shared-dev-plugin (its default prefix, e.g. ``rdma/hca_shared_devices_a``; the NVIDIA
+network operator deploys it with names such as ``rdma/rdma_shared_device_a``) ..."""
+RDMA_RESOURCES = ("nvidia.com/hostdev",)
+"""... and the NVIDIA network operator's host-device resource (SR-IOV device plugin). A
+cluster naming its RDMA resources otherwise needs them added here."""
 _SECRETISH = re.compile(r"(PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+_IPC_LOCK_NOTE = (
+    "IPC_LOCK: allowed for an RDMA gang pod, but Pod Security restricted refuses it where it is "
+    "enforced (Gangway's team namespaces are), and a non-root process does not get it on "
+    "containerd or CRI-O; what NCCL over RDMA needs is the node's memlock limit raised "
+    "(docs/gpu-clusters.md)"
+)
+RDMA_RESOURCE_NAMES = (
+    f"{', '.join(p + '*' for p in RDMA_RESOURCE_PREFIXES)}, {', '.join(RDMA_RESOURCES)}"
+)
+
+
+def is_rdma_resource(name: str) -> bool:
+    """Whether the extended resource ``name`` is an RDMA device (:data:`RDMA_RESOURCES`)."""
+    return name.startswith(RDMA_RESOURCE_PREFIXES) or name in RDMA_RESOURCES
+
+
+def known_gpu_products(cfg: PlatformConfig) -> frozenset[str]:
+    """The ``nvidia.com/gpu.product`` values of the config's GPUs: each cluster's GPU types
+    through its ``gpu_products`` (a type without an entry is labelled with its own name)."""
+    return frozenset(
+        c.gpu_products.get(t, t) for c in cfg.clusters.values() for t in [*c.gpus, *c.gpu_products]
+    )
 
 
 def check_gang(job: Mapping[str, Any], name: str) -> list[Finding]:
@@ -52,29 +100,24 @@ def check_pod(
     path: str,
     name: str,
     container_paths: list[str],
+    *,
+    gang: bool = False,
+    gpu_products: Collection[str] = (),
 ) -> list[Finding]:
-    """Pod Security "restricted", GPU placement and secrets-by-reference for one pod."""
+    """Pod Security "restricted", GPU placement and secrets-by-reference for one pod, as it
+    will be submitted (its values filled in).
+
+    ``gang``: the pod is one of a Volcano Job's, which may add IPC_LOCK for RDMA;
+    ``gpu_products``: the ``nvidia.com/gpu.product`` values the platform config knows."""
     out: list[Finding] = []
     pod_sc = pod.get("securityContext") or {}
     for c, cpath in zip(containers, container_paths, strict=True):
-        out += list(_restricted(c, pod_sc, cpath, name))
+        out += list(_restricted(c, pod_sc, cpath, name, gang=gang))
         out += list(_secrets(c, cpath, name))
         out += list(_negative_resources(c, cpath, name))
-    wants_gpu = any(
-        _int(((c.get("resources") or {}).get(kind) or {}).get(GPU, 0)) > 0
-        for c in containers
-        for kind in ("limits", "requests")
-        if "{{" not in str(((c.get("resources") or {}).get(kind) or {}).get(GPU, 0))
-    )
-    if wants_gpu and GPU_PRODUCT_LABEL not in (pod.get("nodeSelector") or {}):
-        out.append(
-            Finding(
-                name,
-                f"{path}.nodeSelector",
-                f"requests {GPU} but does not select "
-                f"a GPU type; add nodeSelector {GPU_PRODUCT_LABEL}: <model>",
-            )
-        )
+    gpus = _gpu_quantities([*containers, *(pod.get("initContainers") or [])])
+    out += list(_gpu_product(gpus, pod, path, name, gpu_products))
+    out += list(_gpu_taint(gpus, pod, path, name))
     for i, v in enumerate(pod.get("volumes") or []):
         if "hostPath" in v:
             out.append(
@@ -91,10 +134,85 @@ def check_pod(
     return out
 
 
-def _restricted(
-    c: Mapping[str, Any], pod_sc: Mapping[str, Any], path: str, name: str
+def _gpu_quantities(containers: list[Mapping[str, Any]]) -> list[str]:
+    """The ``nvidia.com/gpu`` limit and request of each container (``0`` where unset)."""
+    return [
+        str(((c.get("resources") or {}).get(kind) or {}).get(GPU, 0))
+        for c in containers
+        for kind in ("limits", "requests")
+    ]
+
+
+def _wants_gpus(quantities: list[str]) -> bool:
+    """Some container certainly asks for GPUs (a placeholder is not counted)."""
+    return any("{{" not in q and _int(q) > 0 for q in quantities)
+
+
+def _gpu_product(
+    quantities: list[str], pod: Mapping[str, Any], path: str, name: str, known: Collection[str]
 ) -> Iterator[Finding]:
-    """Kubernetes Pod Security Standards, "restricted" profile."""
+    """GPU placement: a GPU pod selects its GPU type by the label GPU feature discovery puts
+    on GPU nodes; the value names a product (an empty one matches no node; one the platform
+    config does not know may be a typo, or a cluster the config does not describe)."""
+    selector = pod.get("nodeSelector") or {}
+    wants = _wants_gpus(quantities)
+    if GPU_PRODUCT_LABEL not in selector:
+        if wants:
+            yield Finding(
+                name,
+                f"{path}.nodeSelector",
+                f"requests {GPU} but does not select "
+                f"a GPU type; add nodeSelector {GPU_PRODUCT_LABEL}: <model>",
+            )
+        return
+    raw = selector[GPU_PRODUCT_LABEL]
+    value = "" if raw is None else str(raw)
+    where = f"{path}.nodeSelector.{GPU_PRODUCT_LABEL}"
+    products = ", ".join(sorted(known))
+    if not value.strip():
+        fix = f"name the GPU product ({products})" if known else "name the GPU product"
+        yield Finding(
+            name,
+            where,
+            f"is empty: an empty value matches no node, so the pod would never be scheduled; "
+            f"{fix}{'' if wants else ', or remove the selector: the pod requests no GPUs'}",
+        )
+    elif known and "{{" not in value and value not in known:
+        yield Finding(
+            name,
+            where,
+            f"{value!r} is not a GPU product the platform config knows ({products}): no node "
+            "of its clusters matches it; right for a cluster the config does not describe, "
+            "else a typo",
+            "warning",
+        )
+
+
+def _gpu_taint(
+    quantities: list[str], pod: Mapping[str, Any], path: str, name: str
+) -> Iterator[Finding]:
+    """Only GPU pods tolerate the GPU taint (key ``nvidia.com/gpu``): a pod that tolerates it
+    and requests no GPUs can be scheduled onto a GPU node and hold its CPU and memory while
+    GPU pods wait. A toleration with operator Exists and no key tolerates every taint."""
+    if not all("{{" not in q and _int(q) <= 0 for q in quantities):
+        return  # asks for GPUs, or may (a placeholder)
+    for i, t in enumerate(pod.get("tolerations") or []):
+        key = str(t.get("key") or "")
+        if key == GPU or (not key and t.get("operator") == "Exists"):
+            every = "" if key else " (operator Exists with no key tolerates every taint)"
+            yield Finding(
+                name,
+                f"{path}.tolerations[{i}]",
+                "tolerates the GPU taint but requests no GPUs: it could occupy a GPU node; "
+                f"remove the toleration{every}",
+            )
+
+
+def _restricted(
+    c: Mapping[str, Any], pod_sc: Mapping[str, Any], path: str, name: str, *, gang: bool
+) -> Iterator[Finding]:
+    """Kubernetes Pod Security Standards, "restricted" profile (capabilities: see
+    :func:`_capabilities`)."""
     sc = c.get("securityContext") or {}
     where = f"{path}.securityContext"
     if sc.get("privileged"):
@@ -103,9 +221,7 @@ def _restricted(
         yield Finding(name, f"{where}.allowPrivilegeEscalation", "must be false")
     if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
         yield Finding(name, f"{where}.capabilities.drop", "must include ALL")
-    added = set((sc.get("capabilities") or {}).get("add") or []) - {"NET_BIND_SERVICE"}
-    if added:
-        yield Finding(name, f"{where}.capabilities.add", f"{sorted(added)} not allowed")
+    yield from _capabilities(c, f"{where}.capabilities.add", name, gang=gang)
     if not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
         yield Finding(name, f"{where}.runAsNonRoot", "must be true (here or on the pod)")
     if sc.get("runAsUser") == 0 or pod_sc.get("runAsUser") == 0:
@@ -117,6 +233,43 @@ def _restricted(
             f"{where}.seccompProfile.type",
             "must be RuntimeDefault or Localhost (here or on the pod)",
         )
+
+
+def _has_rdma(c: Mapping[str, Any]) -> bool:
+    """The container has an RDMA device: an RDMA resource in its limits, not 0 (Kubernetes
+    requires the limit for an extended resource)."""
+    limits = (c.get("resources") or {}).get("limits") or {}
+    return any(is_rdma_resource(str(k)) and str(q).strip() != "0" for k, q in limits.items())
+
+
+def _capabilities(c: Mapping[str, Any], where: str, name: str, *, gang: bool) -> Iterator[Finding]:
+    """Pod Security "restricted": add nothing but NET_BIND_SERVICE. The platform's one
+    exception (docs/gpu-clusters.md): IPC_LOCK, in a gang pod's container that has an RDMA
+    device, so that ibverbs may pin the memory NCCL registers; a warning says what the
+    cluster does with it."""
+    capabilities = (c.get("securityContext") or {}).get("capabilities") or {}
+    added = set(capabilities.get("add") or [])
+    added.discard("NET_BIND_SERVICE")
+    rdma = gang and _has_rdma(c)
+    if IPC_LOCK in added and rdma:
+        added.discard(IPC_LOCK)
+        if not added:
+            yield Finding(name, where, _IPC_LOCK_NOTE, "warning")
+            return
+    if not added:
+        return
+    why = ""
+    if IPC_LOCK in added:
+        missing = "this container has no RDMA device" if gang else "this is not a gang pod"
+        why = (
+            f"; IPC_LOCK is allowed only in a gang pod (a Volcano Job's) whose container has "
+            f"an RDMA device in resources.limits ({RDMA_RESOURCE_NAMES}), and {missing}"
+        )
+    yield Finding(
+        name,
+        where,
+        f"{sorted(added)} not allowed (Pod Security restricted adds only NET_BIND_SERVICE){why}",
+    )
 
 
 def _negative_resources(c: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:

@@ -6,7 +6,10 @@ object. Every Pod and Volcano Job created or updated in a team namespace is chec
   ``gangway.dev/team``: Pod Security "restricted" essentials (not privileged, no privilege
   escalation, ``runAsNonRoot`` on the container or the pod, capabilities drop ALL and add at
   most NET_BIND_SERVICE, no host network/PID/IPC, no hostPath) and images only from the
-  config's ``registries``, for the containers and initContainers of a pod or a Job's templates;
+  config's ``registries``, for the containers and initContainers of a pod or a Job's templates.
+  One exception (``docs/gpu-clusters.md``): IPC_LOCK in a container with an RDMA device of a gang
+  pod — a Job's template, or a pod a Volcano Job controls (an owner reference, which Argo
+  templates cannot set; a label they can);
 * ``gangway-team-TEAM-pods`` / ``-jobs``, bound to the namespace labelled
   ``gangway.dev/team: TEAM``: the team's queue, priority classes and GPU caps.
 
@@ -48,6 +51,7 @@ from typing import Any
 from gangway.config import PlatformConfig, TeamView
 from gangway.config.model import GPU_RESOURCE
 from gangway.contract import PRIORITY_CLASS_PARAM, QUEUE_LABEL, TEAM_LABEL
+from gangway.lint import platform_rules as lint_rules
 from gangway.volcano.admission import (
     JOB_POD_SPEC_PATH,
     JOB_POD_SPECS,
@@ -61,6 +65,7 @@ from gangway.volcano.admission import (
     job_resource_rule,
     job_task_totals,
 )
+from gangway.volcano.job import JOB_API_VERSION, JOB_KIND
 
 __all__ = ["API_VERSION", "MAX_GPU_PARTS", "gpu_caps", "policies"]
 
@@ -115,14 +120,11 @@ def policies(cfg: PlatformConfig) -> list[Object]:
 
 def gpu_caps(cfg: PlatformConfig, team: TeamView) -> tuple[int, int]:
     """``(per pod, per Job)``: the team's largest per-type GPU capability, and its total."""
-    caps: dict[str, int] | None = None
     org = cfg.orgs[team.org].capability if team.org else None
-    for capability in (team.quota.capability, org):
-        if caps is None and capability is not None and capability.gpu:
-            caps = dict(capability.gpu)
-    if caps is None:
-        clusters = cfg.clusters.values()
-        caps = {t: max(c.gpus.get(t, 0) for c in clusters) for t in sorted(cfg.gpu_types())}
+    given = [dict(q.gpu) for q in (team.quota.capability, org) if q is not None and q.gpu]
+    clusters = cfg.clusters.values()
+    most = {t: max(c.gpus.get(t, 0) for c in clusters) for t in sorted(cfg.gpu_types())}
+    caps = given[0] if given else most
     return max(caps.values(), default=0), sum(caps.values())
 
 
@@ -142,6 +144,12 @@ CONTAINERS = "(s.containers + (has(s.initContainers) ? s.initContainers : []))"
 VOLUMES = "(has(s.volumes) ? s.volumes : [])"
 LABELS = "has(object.metadata.labels) ? object.metadata.labels : {}"
 ANNOTATIONS = "has(object.metadata.annotations) ? object.metadata.annotations : {}"
+VOLCANO_OWNED = "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists("
+VOLCANO_OWNED += f"r, r.apiVersion == {_lit(JOB_API_VERSION)} && r.kind == {_lit(JOB_KIND)} && "
+VOLCANO_OWNED += "has(r.controller) && r.controller)"
+RDMA = " || ".join(f"k.startsWith({_lit(p)})" for p in lint_rules.RDMA_RESOURCE_PREFIXES)
+RDMA = f"has(x.resources) && has(x.resources.limits) && x.resources.limits.exists(k, ({RDMA} || "
+RDMA += f"k in {_list(lint_rules.RDMA_RESOURCES)}) && string(x.resources.limits[k]) != '0')"
 
 
 def _gpus(c: str) -> str:
@@ -162,10 +170,8 @@ def _sum(items: str) -> str:
 
 
 def _rule(expression: str, message: str, message_expression: str | None = None) -> Object:
-    rule = {"expression": expression, "message": message}
-    if message_expression:
-        rule["messageExpression"] = message_expression
-    return rule
+    more = {"messageExpression": message_expression} if message_expression else {}
+    return {"expression": expression, "message": message, **more}
 
 
 def _each(items: str, what: str, check: str, message: str) -> Object:
@@ -180,8 +186,7 @@ def _each(items: str, what: str, check: str, message: str) -> Object:
 
 
 def _variables(kind: _Kind, *more: tuple[str, str]) -> list[Object]:
-    pairs = [("podSpecs", kind.pod_specs), *more]
-    return [{"name": n, "expression": e} for n, e in pairs]
+    return [{"name": n, "expression": e} for n, e in [("podSpecs", kind.pod_specs), *more]]
 
 
 # ---- policies ------------------------------------------------------------------------------
@@ -240,9 +245,11 @@ def _restricted(kind: _Kind, registries: Sequence[str]) -> Object:
         (
             f"{set_('capabilities')} && has({sc}.capabilities.drop) && 'ALL' in "
             f"{sc}.capabilities.drop && (!has({sc}.capabilities.add) || "
-            f"{sc}.capabilities.add.all(a, a == 'NET_BIND_SERVICE'))",
+            f"{sc}.capabilities.add.all(a, a == 'NET_BIND_SERVICE' || "
+            f"(a == {_lit(lint_rules.IPC_LOCK)} && variables.gang && {RDMA})))",
             "securityContext.capabilities: must drop ALL and add nothing but NET_BIND_SERVICE "
-            f"({RESTRICTED}); set capabilities: {{drop: [ALL]}}",
+            f"({RESTRICTED}), or IPC_LOCK in a gang pod, in a container with an RDMA device in "
+            f"its limits ({lint_rules.RDMA_RESOURCE_NAMES}); set capabilities: {{drop: [ALL]}}",
         ),
         (
             f"has(x.image) && {_list(registries)}.exists(r, x.image.startsWith(r))",
@@ -261,7 +268,8 @@ def _restricted(kind: _Kind, registries: Sequence[str]) -> Object:
     host_path = f"{p}.volumes[*].hostPath: host paths are not allowed in team namespaces "
     host_path += f"({RESTRICTED}); use an emptyDir or a PersistentVolumeClaim"
     rules.append(_each(VOLUMES, "volume", "!has(x.hostPath)", host_path))
-    return _policy(f"gangway-restricted-{kind.name}", kind, _variables(kind), rules)
+    gang = ("gang", "true" if kind is JOBS else VOLCANO_OWNED)
+    return _policy(f"gangway-restricted-{kind.name}", kind, _variables(kind, gang), rules)
 
 
 def _team(kind: _Kind, cfg: PlatformConfig, team: TeamView) -> Object:
@@ -333,10 +341,8 @@ def _job_queue(team: TeamView) -> list[Object]:
 
 def _classes(kind: _Kind, team: TeamView, unset_ok: str) -> list[Object]:
     allowed = _list(team.priority_classes)
-    fix = (
-        f"team {team.name} may use {', '.join(team.priority_classes)}; set the workflow "
-        f"parameter {PRIORITY_CLASS_PARAM} to one of them"
-    )
+    fix = f"team {team.name} may use {', '.join(team.priority_classes)}; set the workflow "
+    fix += f"parameter {PRIORITY_CLASS_PARAM} to one of them"
     named = "has(s.priorityClassName)"
     bad = f"variables.podSpecs.filter(s, {named} && !(s.priorityClassName in {allowed}))"
     path = f"{kind.path}.priorityClassName"
@@ -367,10 +373,8 @@ def _gpu_rules(kind: _Kind, team: TeamView, per_pod: int, per_job: int) -> list[
         bounded += f" && size(variables.taskGPUs) <= {MAX_GPU_PARTS}"
         parts += ", and tasks of a Job,"
     fix = f"a pod of team {team.name} may use at most {per_pod} GPUs; ask for fewer per pod"
-    init_ok = (
-        "variables.podSpecs.all(s, !has(s.initContainers) || "
-        f"s.initContainers.all(c, {_gpus('c')} <= {per_pod}))"
-    )
+    init_ok = "variables.podSpecs.all(s, !has(s.initContainers) || "
+    init_ok += f"s.initContainers.all(c, {_gpus('c')} <= {per_pod}))"
     rules = [
         _rule(bounded, f"{field}: at most {MAX_GPU_PARTS} {parts} may ask for GPUs; merge them"),
         _rule(
@@ -381,10 +385,8 @@ def _gpu_rules(kind: _Kind, team: TeamView, per_pod: int, per_job: int) -> list[
         ),
     ]
     if kind is JOBS:
-        total = (
-            f"team {team.name} may use at most {per_job} GPUs at once (its queue capability); "
-            "use fewer nodes or fewer GPUs per node"
-        )
+        total = f"team {team.name} may use at most {per_job} GPUs at once (its queue capability); "
+        total += "use fewer nodes or fewer GPUs per node"
         what = f"{JOB_TASK_REPLICAS_PATH} times {GPU_RESOURCE} per pod"
         rules.append(
             _rule(
