@@ -48,7 +48,7 @@ def _install(kind: str, rank: int, at: int) -> None:
             raise FAULTS[kind]()
         real(self, n)
 
-    _train_loop.Trainer._step = step  # type: ignore[method-assign]
+    _train_loop.Trainer._step = step  # type: ignore[method-assign,assignment]
 
 
 if __name__ == "__main__":
