@@ -21,7 +21,7 @@ from gangway.cron import scheduled
 from gangway.evals.suites import load_suites, suites_json
 from gangway.params import PipelineParams
 from gangway.pipeline import pipeline
-from gangway.wiring import EACH, SCRATCH, STORAGE_ROOT, parameters, workflow_output
+from gangway.wiring import EACH, SCRATCH, STORAGE_ROOT, Pod, parameters, workflow_output
 
 SUITES = suites_json(load_suites([Path(__file__).parent / "suites"]))
 
@@ -58,6 +58,7 @@ with (
         suites=SUITES,
         storage_root=STORAGE_ROOT,
         cache_dir=SCRATCH / "cache",
+        pod=Pod(size_for="gpu"),  # a registered version may be of any preset: the largest
         over=found.pending,
     )
     summary = REPORT(model=p.model_name, suites=SUITES, after=scores)

@@ -60,7 +60,9 @@ def test_failures_are_classed_by_what_a_retry_can_fix(
         assert err is None  # a bug: raised as it is (permanent, with its traceback)
         return
     assert isinstance(err, kind) and says in str(err), err
-    assert err is not None and err.exit_code == (EXIT_PERMANENT if kind is PermanentError else EXIT_TRANSIENT)
+    assert err is not None and err.exit_code == (
+        EXIT_PERMANENT if kind is PermanentError else EXIT_TRANSIENT
+    )
     assert "peer" not in str(err) or kind is TransientError or "not a lost peer" in str(err)
 
 
