@@ -33,9 +33,8 @@ from components._ranks import Ranks, StopFlag, StopVote
 from components._throughput import Throughput
 from components.config import TrainConfig
 from components.corpus import open_corpus, train_batch
-from components.failures import classify
 from components.model import GPT
-from gangway.errors import GangwayError, Preempted
+from gangway.errors import Preempted
 from gangway.tracking import CheckpointRef, StepTracker
 
 __all__ = ["Trainer"]
@@ -70,6 +69,7 @@ class Trainer:
         cache: Path,
     ) -> None:
         self.cfg, self.ranks, self.track = cfg, ranks, track
+        self.at = f"start-up (model, DDP, resume), {ranks.device}"
         self.checkpoints_uri = checkpoints_uri
         self.corpus = open_corpus(data_uri, cache / "data")
         _seed_everything(cfg.seed)
@@ -136,31 +136,20 @@ class Trainer:
         self.track.log_dataset(name="corpus", digest=self.corpus.digest, source=data_uri)
 
     def run(self, stop: StopFlag) -> dict[str, Any]:
-        """Train to ``cfg.steps``. Collective. A failure is classed for the exit-code contract
-        (:func:`components.failures.classify`): out of GPU memory and device errors are
-        permanent, a collective failing in a gang (a lost peer, an NCCL timeout) transient."""
-        step = self.state.start
-        try:
-            for step in range(self.state.start, self.cfg.steps):
-                if self.vote.agreed(stop.set):
-                    self._preempt(step)
-                self._step(step)
-                done = step + 1
-                if done % self.cfg.log_every == 0 or done == self.cfg.steps:
-                    self._log_window(step)
-                if done % self.cfg.checkpoint_every == 0 or done == self.cfg.steps:
-                    self._save_checkpoint(done)
-            self.vote.drain()
-        except GangwayError:
-            raise
-        except Exception as e:
-            where = f"step {step}, {self.ranks.device}"
-            err = classify(
-                e, where=where, batch_size=self.cfg.batch_size, distributed=self.ranks.distributed
-            )
-            if err is None:
-                raise
-            raise err from e
+        """Train to ``cfg.steps``. Collective. :attr:`at` says where it is, for a failure's
+        message (:func:`components._ranks.settle` classes it)."""
+        for step in range(self.state.start, self.cfg.steps):
+            self.at = f"step {step}, {self.ranks.device}"
+            if self.vote.agreed(stop.set):
+                self._preempt(step)
+            self._step(step)
+            done = step + 1
+            if done % self.cfg.log_every == 0 or done == self.cfg.steps:
+                self._log_window(step)
+            if done % self.cfg.checkpoint_every == 0 or done == self.cfg.steps:
+                self.at = f"checkpoint at step {done}, {self.ranks.device}"
+                self._save_checkpoint(done)
+        self.vote.drain()
         return self._result()
 
     def _preempt(self, step: int) -> NoReturn:
@@ -218,7 +207,7 @@ class Trainer:
 
     def _log_window(self, step: int) -> None:
         """Loss (averaged across ranks: a collective, and the window's one host sync), step
-        time, tokens/s, MFU and peak memory since the last window."""
+        time, tokens/s and MFU since the last window, and the peak memory so far."""
         st, done = self.state, step + 1
         steps = self.speed.steps
         loss = st.last_loss = _mean_across_ranks(

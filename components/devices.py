@@ -25,8 +25,10 @@ __all__ = ["ENV_GPUS", "PEAK_BF16_FLOPS", "peak_flops", "requested_gpus", "step_
 PEAK_BF16_FLOPS: dict[str, float] = {
     "B200": 2250e12,
     "H200": 989e12,
-    "H100": 989e12,  # SXM; the PCIe card is lower (756e12) and is matched first below
+    "H100": 989e12,  # SXM; the PCIe and NVL cards are lower and are matched first below
     "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
+    "H200 NVL": 835e12,
     "H800": 989e12,
     "GH200": 989e12,
     "A100": 312e12,
@@ -63,13 +65,13 @@ def requested_gpus() -> int:
 def step_device(local_rank: int = 0, local_world: int = 1) -> torch.device:
     """The device of this process: ``cuda:local_rank`` when CUDA is there, else the CPU.
 
-    Refused (permanent, at once) when the pod requested GPUs and CUDA sees fewer than the
-    processes that need one each."""
+    Refused (permanent, at once) when the pod requested GPUs and CUDA sees fewer, or when
+    more processes than GPUs would share them."""
     import torch
 
     wanted = requested_gpus()
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if wanted and visible < min(wanted, local_world):
+    if wanted and visible < wanted:
         why = (
             "this torch build has no CUDA support (a CPU image?)"
             if torch.version.cuda is None
@@ -79,7 +81,7 @@ def step_device(local_rank: int = 0, local_world: int = 1) -> torch.device:
         raise PermanentError(
             f"this pod requested {wanted} GPU(s) but CUDA sees {visible}: {why}. Check that "
             "the node's GPU device plugin is running and the image is the CUDA variant "
-            "(docs/image.md); not training on the CPU instead"
+            "(docs/image.md); not running on the CPU instead"
         )
     if visible and wanted and local_world > wanted:
         raise PermanentError(

@@ -5,20 +5,26 @@ Torch reports almost everything as a ``RuntimeError``; the exit-code contract
 from the exception's *type* where torch gives one, and from CUDA's error text only for the
 device errors torch raises as plain ``RuntimeError``:
 
-=============================================  ==========  ===================================
-failure                                        class       why
-=============================================  ==========  ===================================
-``torch.OutOfMemoryError`` (CUDA OOM)          permanent   the same batch on the same GPU runs
-                                                           out again: lower the batch
-``torch.AcceleratorError``, a device-side      permanent   a bad index or a broken kernel
-assert, a CUDA/cuBLAS/cuDNN error                          fails the same way on retry
-``DistBackendError`` (an NCCL timeout, an      transient   a peer died or the fabric
-aborted communicator), ``DistNetworkError``,               hiccupped: the gang restarts and
-``DistStoreError`` (rendezvous store)                      resumes from its checkpoint
-another ``RuntimeError`` from a collective     transient   gloo reports a dead peer this way
-in a gang
-anything else                                  (raised)    a bug: permanent, with a traceback
-=============================================  ==========  ===================================
+==========================================  ==========  ======================================
+failure                                     class       why
+==========================================  ==========  ======================================
+``torch.OutOfMemoryError`` (CUDA OOM)       permanent   the same batch on the same GPU runs out
+                                                        again: lower the batch
+a device-side assert, an illegal memory     permanent   a bad index or a broken kernel fails
+access, a cuBLAS/cuDNN error, another                   the same way on retry
+``torch.AcceleratorError``
+``torch.compile`` failing (dynamo,          permanent   the same code compiles the same way:
+inductor, no C compiler)                                ``--set compile=false`` or fix it
+an ECC error, a GPU fallen off the bus,     transient   the node's hardware, not the job: the
+an Xid, an NVLink error, a busy device                  gang restarts (and may move)
+``DistBackendError`` (an NCCL timeout, an   transient   a peer died or the fabric hiccupped:
+aborted communicator), ``DistNetworkError``,            the gang restarts and resumes from its
+``DistStoreError`` (rendezvous store)                   checkpoint
+a ``RuntimeError`` reading as a lost        transient   how gloo reports a dead peer
+connection (closed or reset by peer, a
+socket timeout), in a gang
+anything else                               (raised)    a bug: permanent, with its traceback
+==========================================  ==========  ======================================
 
 A collective that waits on a dead peer is bounded by the process group's timeout
 (:func:`collective_timeout`, 5 minutes by default): NCCL's watchdog then aborts the
@@ -32,7 +38,13 @@ from datetime import timedelta
 
 from gangway.errors import GangwayError, PermanentError, TransientError
 
-__all__ = ["DEVICE_ERROR_MARKERS", "classify", "collective_timeout"]
+__all__ = [
+    "DEVICE_ERROR_MARKERS",
+    "HARDWARE_MARKERS",
+    "LOST_PEER_MARKERS",
+    "classify",
+    "collective_timeout",
+]
 
 DEVICE_ERROR_MARKERS = (
     "CUDA error",
@@ -41,9 +53,27 @@ DEVICE_ERROR_MARKERS = (
     "cuDNN error",
     "CUDNN_STATUS",
     "illegal memory access",
-    "ECC error",
 )
 """How CUDA's own errors read when torch raises them as a plain ``RuntimeError``."""
+HARDWARE_MARKERS = (
+    "ECC error",
+    "uncorrectable",
+    "fallen off the bus",
+    "Xid",
+    "NVLink",
+    "busy or unavailable",
+)
+"""Device errors that are the node's hardware failing, not the job's code."""
+LOST_PEER_MARKERS = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "Socket Timeout",
+    "Timed out",
+    "timed out",
+    "gloo/transport",
+)
+"""How gloo reports a peer that went away (as a plain ``RuntimeError``)."""
 
 TIMEOUT_ENV = "GANGWAY_COLLECTIVE_TIMEOUT_S"
 
@@ -86,21 +116,42 @@ def classify(
             f"retrying the same settings fails the same way. torch said: {_first_line(e)}"
         )
     text = str(e)
-    if isinstance(e, torch.AcceleratorError) or (
+    gpu = isinstance(e, torch.AcceleratorError) or (
         isinstance(e, RuntimeError) and any(m in text for m in DEVICE_ERROR_MARKERS)
-    ):
+    )
+    if gpu and any(m in text for m in HARDWARE_MARKERS):
+        return TransientError(
+            f"GPU hardware fault ({where}): {_first_line(e)}; the node's GPU failed, not the "
+            "job: the gang restarts (drain the node if it repeats)"
+        )
+    if gpu:
         return PermanentError(
             f"GPU device error ({where}): {_first_line(e)}; this is not a lost peer, and the "
             "attempt is not retried. A device-side assert usually means a bad index (token ids "
             "outside the vocabulary); rerun with CUDA_LAUNCH_BLOCKING=1 to see where"
+        )
+    if _compile_error(e):
+        return PermanentError(
+            f"torch.compile failed ({where}): {_first_line(e)}; it fails the same way on "
+            "retry: train uncompiled with --set compile=false, or fix the compiler (the image "
+            "has g++; a local run needs a C compiler on PATH)"
         )
     if isinstance(e, dist.DistError):
         return TransientError(
             f"a collective failed ({where}): {_first_line(e)}; a peer rank was lost or the "
             "network failed: the gang restarts and resumes from its latest checkpoint"
         )
-    if distributed and isinstance(e, RuntimeError):
+    if distributed and isinstance(e, RuntimeError) and any(m in text for m in LOST_PEER_MARKERS):
         return TransientError(
             f"a collective failed ({where}; a peer rank was probably lost): {_first_line(e)}"
         )
     return None
+
+
+def _compile_error(e: BaseException) -> bool:
+    """Whether ``e`` comes from ``torch.compile`` (dynamo or inductor) rather than the model."""
+    from torch._dynamo.exc import TorchDynamoException
+    from torch._inductor import exc
+
+    kinds = (exc.CppCompileError, exc.CUDACompileError, exc.InvalidCxxCompiler, exc.TritonMissing)
+    return isinstance(e, (TorchDynamoException, *kinds))

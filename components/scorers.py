@@ -49,11 +49,13 @@ def _next_bytes(suite: EvalSuite, val: object, checkpoint: str, cache: Path) -> 
     import torch
 
     from components._loading import checkpoint_at, load_model
+    from components.devices import step_device
 
     data = np.asarray(val)
+    device = step_device()
     prompts = suite.settings.get("prompts", 64)
     prompt, answer = suite.settings.get("prompt_bytes", 64), suite.settings.get("answer_bytes", 8)
-    model = load_model(checkpoint_at(checkpoint), cache)
+    model = load_model(checkpoint_at(checkpoint), cache, device)
     if prompt > model.cfg.block_size:
         raise PermanentError(
             f"suite {suite.name!r}: prompt_bytes {prompt} exceeds the model's block size "
@@ -65,7 +67,8 @@ def _next_bytes(suite: EvalSuite, val: object, checkpoint: str, cache: Path) -> 
     x = torch.from_numpy(np.stack([data[s : s + prompt] for s in starts]).astype(np.int64))
     truth = torch.from_numpy(
         np.stack([data[s + prompt : s + prompt + answer] for s in starts]).astype(np.int64)
-    )
+    ).to(device)
+    x = x.to(device)
     with torch.no_grad():
         got = model.generate(x, answer)[:, prompt:]
     right = got == truth

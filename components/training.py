@@ -25,6 +25,7 @@ from typing import Any
 
 from components.config import TrainConfig, load_config
 from components.interfaces import TRAIN
+from gangway.errors import Preempted
 from gangway.step import emit, main_wrapper, parse_overrides
 from gangway.tracking import StepTracker
 
@@ -46,16 +47,25 @@ def train(
     :mod:`components._train_loop`, imported only when training runs.
     """
     track = tracker or StepTracker(env={})
-    from components._ranks import StopFlag, release_process_group, setup_process_group
+    from components._ranks import StopFlag, release_process_group, settle, setup_process_group
     from components._train_loop import Trainer
 
     ranks = setup_process_group()
     stop = StopFlag()
     signal.signal(signal.SIGTERM, stop.handler)
     cache = cache_dir or Path(tempfile.gettempdir()) / "gangway-cache"
+    trainer: Trainer | None = None
     try:
         trainer = Trainer(cfg, data_uri, checkpoints_uri, ranks=ranks, track=track, cache=cache)
         return trainer.run(stop)
+    except (KeyboardInterrupt, SystemExit, Preempted):
+        raise
+    except BaseException as e:  # a CheckpointException is a BaseException
+        where = trainer.at if trainer else f"start-up, {ranks.device}"
+        err = settle(e, ranks, where=where, batch_size=cfg.batch_size)
+        if err is e:
+            raise
+        raise err from e
     finally:
         release_process_group(ranks)
 

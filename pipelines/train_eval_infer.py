@@ -43,8 +43,9 @@ def graph(
     p: Any, pods: Pod, gpus: dict[str, Any] | None = None, train_pod: Pod | None = None
 ) -> None:
     """The steps, inside ``with pipeline(...), DAG(name="main")``: ``p`` the parameters,
-    ``pods`` the evaluation and inference pods, ``gpus`` the gang's GPUs (``gpus_per_node``
-    and ``gpu_product``; none: a CPU gang) and ``train_pod`` the size of its pods."""
+    ``pods`` the evaluation and inference pods, ``gpus`` the gang's GPUs (``gpus_per_node``,
+    ``gpu_product`` and ``procs_per_node``; none: a CPU gang of ``p.procs_per_node`` processes
+    a pod) and ``train_pod`` the size of its pods."""
     DEMO, CACHE = STORAGE_ROOT / "demo", SCRATCH / "cache"  # noqa: N806
     stage = STAGE(
         source=p.source,
@@ -68,10 +69,9 @@ def graph(
         checkpoint_every=p.checkpoint_every,
         log_every=p.log_every,
         nodes=p.nodes,
-        procs_per_node=p.procs_per_node,
         cache_dir=CACHE,
         pod=train_pod,
-        **(gpus or {}),
+        **(gpus or {"procs_per_node": p.procs_per_node}),
     )
     evaluate = EVALUATE(
         corpus=stage.corpus,

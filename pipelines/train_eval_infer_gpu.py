@@ -3,7 +3,7 @@
 inference on one GPU each, all on nodes of ``gpu-product``; only these pods tolerate the GPU
 nodes' taint.
 
-    gangway submit pipelines/train_eval_infer_gpu.py -p nodes=2 -p gpu-product=NVIDIA-H200
+    gangway submit pipelines/train_eval_infer_gpu.py -p nodes=2 -p gpus-per-node=8
 
 Batch size, learning rate, warm-up, checkpoint interval and retention follow the model preset
 (:data:`components.config.TRAIN_PRESETS`); pods are sized for the largest preset allowed.
@@ -32,15 +32,14 @@ class Params(PipelineParams):
     )
     log_every: int = Field(0, ge=0, description="steps between logged losses (0: the preset's)")
     nodes: int = Field(1, ge=1, le=256, description="pods in the training gang")
-    procs_per_node: Literal[1, 2, 4, 8] = Field(
-        8, description="torchrun processes per pod: one per GPU, as gpus-per-node"
+    gpus_per_node: Literal[1, 2, 4, 8] = Field(
+        8, description="GPUs per training pod, one torchrun process each"
     )
-    gpus_per_node: Literal[1, 2, 4, 8] = Field(8, description="GPUs per training pod")
     gpu_product: str = Field(
         "NVIDIA-H100-80GB-HBM3",
         min_length=1,
         description="the GPU model: the nvidia.com/gpu.product label GPU feature discovery "
-        "puts on the nodes, e.g. NVIDIA-H100-80GB-HBM3, NVIDIA-H200",
+        "puts on the nodes, one the platform config lists, e.g. NVIDIA-H100-80GB-HBM3",
     )
     shards: int = Field(8, ge=1, le=1024, description="batch-inference shards")
 
@@ -60,6 +59,10 @@ with (
     graph(
         p,
         pods=Pod(gpus=1, gpu_product=p.gpu_product, size_for=p.model),
-        gpus={"gpus_per_node": p.gpus_per_node, "gpu_product": p.gpu_product},
-        train_pod=Pod(size_for=p.model),  # per process, times procs-per-node
+        gpus={
+            "gpus_per_node": p.gpus_per_node,
+            "procs_per_node": p.gpus_per_node,  # one process per GPU
+            "gpu_product": p.gpu_product,
+        },
+        train_pod=Pod(size_for=p.model),  # per process, times the processes
     )

@@ -9,15 +9,19 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
+from torch._inductor.exc import CppCompileError, InvalidCxxCompiler
+from torch.distributed.checkpoint.api import CheckpointException
 
+from components._ranks import Ranks, settle
 from components.failures import classify, collective_timeout
-from gangway.contract import ENV_GPUS, EXIT_PERMANENT, EXIT_TRANSIENT
+from gangway.contract import ENV_GPUS, EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
 from gangway.errors import PermanentError, TransientError
 from tests.conftest import REPO
 from tests.inject_fault import FAULTS
@@ -48,9 +52,20 @@ SMALL = [
          True, TransientError, "a peer rank was probably lost"),
         (lambda: RuntimeError("Connection closed by peer"), False, None, ""),
         (lambda: ValueError("a bug"), True, None, ""),
+        (lambda: RuntimeError("mat1 and mat2 shapes cannot be multiplied (8x64 and 32x64)"),
+         True, None, ""),
+        (lambda: torch.AcceleratorError("CUDA error: uncorrectable ECC error encountered"),
+         True, TransientError, "GPU hardware fault (step 7, cuda:0)"),
+        (lambda: RuntimeError("CUDA error: GPU has fallen off the bus"), False, TransientError,
+         "the node's GPU failed, not the job"),
+        (lambda: InvalidCxxCompiler("/nonexistent/g++"), True, PermanentError,
+         "torch.compile failed (step 7, cuda:0)"),
+        (lambda: CppCompileError(["g++", "k.cpp"], "fatal error: Python.h: No such file"), True,
+         PermanentError, "--set compile=false"),
     ],
     ids=["oom", "oom-in-a-gang", "device-side-assert", "accelerator-error", "cublas",
-         "nccl-timeout", "network", "store", "gloo-lost-peer", "runtime-error-alone", "bug"],
+         "nccl-timeout", "network", "store", "gloo-lost-peer", "runtime-error-alone", "bug",
+         "shape-bug-in-a-gang", "ecc", "fallen-off-the-bus", "no-c-compiler", "compile-error"],
 )  # fmt: skip
 def test_failures_are_classed_by_what_a_retry_can_fix(
     make: Callable[[], BaseException], distributed: bool, kind: type | None, says: str
@@ -64,6 +79,33 @@ def test_failures_are_classed_by_what_a_retry_can_fix(
         EXIT_PERMANENT if kind is PermanentError else EXIT_TRANSIENT
     )
     assert "peer" not in str(err) or kind is TransientError or "not a lost peer" in str(err)
+
+
+def test_a_checkpoint_failure_is_classed_by_what_failed_inside_it() -> None:
+    """DCP wraps each rank's failure in a CheckpointException (a BaseException)."""
+    alone = Ranks(world=1, rank=0, local_rank=0, device=torch.device("cpu"))
+    inner = TransientError("s3://b/ckpt: 503 Slow Down")
+    wrapped = CheckpointException("save failed", {0: (inner, traceback.StackSummary())})
+    assert settle(wrapped, alone, where="checkpoint", batch_size=8) is inner
+    oom = CheckpointException("save failed", {1: (FAULTS["oom"](), traceback.StackSummary())})
+    err = settle(oom, alone, where="checkpoint at step 5, cuda:0", batch_size=8)
+    assert isinstance(err, PermanentError) and "out of GPU memory at batch 8" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("codes", "sigterm", "expected"),
+    [
+        ([1, 75], False, EXIT_PERMANENT),  # one rank's OOM, its peer lost: the OOM decides
+        ([1, 143], True, EXIT_PERMANENT),  # torn down for that failure: still the failure
+        ([75, 143], True, EXIT_PREEMPTED),
+        ([75], False, EXIT_TRANSIENT),  # a worker died without reporting
+        ([0, 0], True, EXIT_PREEMPTED),
+    ],
+)
+def test_the_gang_pod_exits_with_the_cause(codes: list[int], sigterm: bool, expected: int) -> None:
+    from gangway.step.launch import gang_exit_code
+
+    assert gang_exit_code(1, codes, 2, sigterm) == expected
 
 
 def test_the_collective_timeout_is_bounded_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,6 +169,10 @@ def test_one_ranks_oom_fails_the_gang_for_good_not_as_a_lost_peer(
     res, _ = _train(tmp_path, corpus_uri, "oom:1:2", ranks=2)
     assert res.returncode == EXIT_PERMANENT, res.stderr[-3000:]
     assert "out of GPU memory at batch 8" in res.stderr
+    # Rank 0 read rank 1's failure in the rendezvous store: in a gang of several pods, its
+    # pod exits 1 too, instead of 75 restarting the Job.
+    assert "error: rank 1: out of GPU memory" in res.stderr, res.stderr[-3000:]
+    assert "this rank then lost its peer" in res.stderr
 
 
 @pytest.mark.e2e
@@ -160,5 +206,5 @@ def test_a_gpu_pod_that_sees_no_gpu_refuses_to_start(tmp_path: Path, corpus_uri:
     res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, check=False)
     assert res.returncode == EXIT_PERMANENT, res.stderr
     assert "this pod requested 1 GPU(s) but CUDA sees 0" in res.stderr
-    assert "not training on the CPU instead" in res.stderr
+    assert "not running on the CPU instead" in res.stderr
     assert not (tmp_path / "ckpt").exists()

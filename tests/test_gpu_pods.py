@@ -46,9 +46,24 @@ def test_a_gpu_gang_selects_its_product_and_tolerates_the_gpu_taint() -> None:
     assert limits[GPU_RESOURCE] == "inputs.parameters.gpus-per-node"
     env = {e["name"]: e["value"] for e in c["env"]}
     assert env["GANGWAY_GPUS"] == "inputs.parameters.gpus-per-node"  # checked against CUDA
-    # One process per GPU, each holding the gpu preset's weights and AdamW state: × 8.
+    # One process per GPU, each holding the gpu preset's weights and AdamW state: the memory
+    # is an Argo expression over the processes a pod runs, filled when the workflow runs.
     per_process = int(TRAIN_MEMORY["gpu"].removesuffix("Gi"))
-    assert limits["memory"] == f"{8 * per_process}Gi" == c["resources"]["requests"]["memory"]
+    memory = limits["memory"]
+    assert memory == c["resources"]["requests"]["memory"]
+    assert memory == f'=asInt(inputs.parameters["procs-per-node"]) * {per_process}Gi'
+
+
+@pytest.mark.parametrize("gpus", ["1", "8"])
+def test_a_gpu_gangs_memory_follows_its_gpus_as_argo_fills_it(gpus: str) -> None:
+    """One process per GPU: ``-p gpus-per-node`` sets both, and the memory with them."""
+    from gangway.workload import gang_workloads
+
+    wt = compile_pipeline(GPU)
+    (w,) = gang_workloads(wt, {"gpus-per-node": gpus, "nodes": "2"})
+    per_process = int(TRAIN_MEMORY["gpu"].removesuffix("Gi"))
+    assert w.per_pod.gpus == int(gpus)
+    assert w.per_pod.memory == int(gpus) * per_process * 2**30
 
 
 def test_a_cpu_gang_asks_for_no_gpu_and_does_not_tolerate_the_taint() -> None:

@@ -255,4 +255,4 @@ def test_gpus_are_whole_devices() -> None:
     for value in ("0.5", "500m"):
         res = gangway("explain", PIPE, "-p", f"gpus-per-node={value}", "--snapshot", "example")
         # the typed parameter refuses it first; untyped pipelines get "GPUs are whole devices"
-        assert res.returncode == 1 and "-p gpus-per-node: must be a whole number" in res.stderr
+        assert res.returncode == 1 and "-p gpus-per-node: must be one of 1, 2, 4, 8" in res.stderr

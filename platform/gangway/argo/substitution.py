@@ -61,8 +61,17 @@ def _families(scope: Mapping[str, str]) -> set[str]:
 
 
 def fill_known(text: str, scope: Mapping[str, str], default: str) -> str:
-    """Replace each ``{{name}}`` that ``scope`` knows; anything else (an unknown name, an
-    expression) becomes ``default`` — a plain stand-in for what only a run would know."""
-    return PLACEHOLDER.sub(
-        lambda m: default if m.group(1) else scope.get(m.group(2), default), text
-    )
+    """Replace each ``{{name}}`` that ``scope`` knows, and each ``{{=expression}}`` over what
+    it knows; anything else (an unknown name, an expression that does not evaluate) becomes
+    ``default`` — a plain stand-in for what only a run would know."""
+
+    def one(m: re.Match[str]) -> str:
+        if not m.group(1):
+            return scope.get(m.group(2), default)
+        try:
+            value = evaluate(m.group(2), scope)
+        except Exception:  # an unknown variable, a value only a run has: not ours to judge
+            return default
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    return PLACEHOLDER.sub(one, text)

@@ -5,9 +5,9 @@ permanent error. This launcher runs torchrun as a child, forwards SIGTERM/SIGINT
 collects each worker's own exit code (workers write it to ``GANGWAY_EXIT_DIR``), then exits:
 
 * 0 when torchrun succeeded;
-* 143 when the pod was sent SIGTERM or any worker stopped for preemption;
 * 1 when any worker hit a permanent error (out of GPU memory, a device error, bad config):
   its peers then fail too, as lost peers, but restarting the gang would fail the same way;
+* 143 when the pod was sent SIGTERM or any worker stopped for preemption;
 * 75 when any worker hit a transient error, or died without reporting (killed by a signal).
 
     python -m gangway.step.launch --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d \\
@@ -43,10 +43,12 @@ def gang_exit_code(
     """The pod's exit code from torchrun's, the workers' own codes, and whether we got SIGTERM."""
     if torchrun_rc == 0 and not got_sigterm:
         return EXIT_OK
+    if any(c not in (EXIT_OK, EXIT_TRANSIENT, EXIT_PREEMPTED) for c in worker_codes):
+        # The cause: the others' lost-peer errors, and a SIGTERM that came because this gang
+        # was being torn down for it, are its consequences.
+        return EXIT_PERMANENT
     if got_sigterm or EXIT_PREEMPTED in worker_codes:
         return EXIT_PREEMPTED
-    if any(c not in (EXIT_OK, EXIT_TRANSIENT) for c in worker_codes):
-        return EXIT_PERMANENT  # the cause; the others' lost-peer errors are its consequence
     # A transient error, a worker lost without reporting, or torchrun failing with every worker
     # done (agent or rendezvous trouble).
     return EXIT_TRANSIENT

@@ -106,6 +106,9 @@ class PodSpec(_Model):
     service_account_name: str | None = Field(None, alias="serviceAccountName")
     priority_class_name: str | None = Field(None, alias="priorityClassName")
     scheduler_name: str | None = Field(None, alias="schedulerName")
+    termination_grace_period_seconds: int | None = Field(
+        None, alias="terminationGracePeriodSeconds"
+    )
 
 
 class PodMeta(_Model):
@@ -208,13 +211,15 @@ def pytorch_job(
     node_selector: dict[str, str] | None = None,
     volumes: list[Volume] | None = None,
     labels: dict[str, str] | None = None,
+    grace_seconds: int | None = None,
 ) -> VolcanoJob:
     """A gang of ``nodes`` pods: task ``master`` (1) + ``worker`` (nodes-1), pytorch/svc/env
     plugins (MASTER_ADDR/PORT, WORLD_SIZE, RANK injected), whole-gang restart on eviction or
     pod failure bounded by ``max_retry``, and completion when the master completes.
 
     ``nodes`` may be an Argo placeholder (``{{inputs.parameters.nodes}}``); the worker count
-    is then an Argo expression evaluated at run time.
+    is then an Argo expression evaluated at run time. ``grace_seconds`` is how long a pod has
+    between SIGTERM and SIGKILL (to save a checkpoint).
     """
     if isinstance(nodes, int):
         workers: Count = nodes - 1
@@ -228,6 +233,7 @@ def pytorch_job(
         node_selector=node_selector,
         security_context=security_context,
         service_account_name=service_account_name,
+        termination_grace_period_seconds=grace_seconds,
     )
     template = PodTemplate(metadata=PodMeta(labels=pod_labels), spec=spec)
     return VolcanoJob(

@@ -8,7 +8,8 @@
 ``Literal[...]`` of preset names, in which case the pod is sized for the largest (the size is
 in the compiled template, so it is decided when the pipeline compiles). The memory per preset
 is the step's own (``StepSpec.memory_for``). A gang's pods hold ``procs_per_node`` processes
-each: the memory is per process times that count (the largest, for a ``Literal`` parameter).
+each: the memory is per process times that count (an Argo expression when the count is a
+parameter: the Job's manifest is filled when the workflow runs).
 """
 
 from __future__ import annotations
@@ -68,8 +69,12 @@ def pod_requests(
             f"{where}: size_for: unknown model preset {unknown[0]!r}; choose from "
             f"{', '.join(table)}"
         )
-    counts = [int(c) for c in _choices(procs, "procs_per_node", where)]
+    from gangway.wiring import Ref
+
     per_process = max((table[p] for p in presets), key=quantity)
-    gib = int(quantity(per_process) / 2**30) * max(counts)
+    gib = int(quantity(per_process) / 2**30)
     base = dict(spec.requests or {"cpu": "1"})
-    return {**base, "memory": f"{gib}Gi"}
+    if isinstance(procs, Ref):  # the gang template's input of that name
+        procs_expr = 'asInt(inputs.parameters["procs-per-node"])'
+        return {**base, "memory": "{{=" + procs_expr + f" * {gib}}}}}Gi"}
+    return {**base, "memory": f"{gib * int(procs)}Gi"}
