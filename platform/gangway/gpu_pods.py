@@ -10,19 +10,16 @@ and a job that may not fit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hera.workflows import models as m
 
 from gangway.contract import ENV_GPUS
 from gangway.errors import PermanentError
-from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
 
 __all__ = ["GPU_TAINT", "GpuPods", "gpu_pods"]
-
-GPU_TAINT = "nvidia.com/gpu"
-"""The taint key of GPU nodes (``nvidia.com/gpu:NoSchedule``, as the GPU operator and the
-managed Kubernetes services set it); only GPU pods tolerate it."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +30,13 @@ class GpuPods:
     node_selector: dict[str, str] | None = None
     tolerations: list[m.Toleration] | None = None
     env: list[m.EnvVar] = field(default_factory=list)
+
+    def resources(self, requests: Mapping[str, str]) -> m.ResourceRequirements:
+        """A container's resources: ``requests``, its memory as its limit too, and the GPUs."""
+        return m.ResourceRequirements(
+            requests={**requests, **self.limits},
+            limits={"memory": requests["memory"], **self.limits},
+        )
 
 
 def gpu_pods(gpus: str | int, product: str | None, *, where: str) -> GpuPods:

@@ -39,7 +39,7 @@ from gangway.contract import (
     step_env,
 )
 from gangway.errors import PermanentError
-from gangway.gpu_pods import gpu_pods
+from gangway.gpu_pods import GpuPods, gpu_pods
 from gangway.memoize import KEY_INPUT, RECORD_INPUT, memoized
 from gangway.modules import check_module
 from gangway.params import SCHEMA_ANNOTATION, PipelineParams, argo_parameters, schema_json
@@ -276,9 +276,7 @@ def step(
         env=env,
         inputs=[Parameter(name=i) for i in inputs],
         outputs=_outputs(outputs),
-        resources=m.ResourceRequirements(
-            requests={**req, **gpu.limits}, limits={"memory": req["memory"], **gpu.limits}
-        ),
+        resources=gpu.resources(req),
         security_context=_container_security(),
         node_selector=gpu.node_selector,
         tolerations=gpu.tolerations,
@@ -293,8 +291,7 @@ def _trainer(
     module: str,
     args: Sequence[str],
     procs_per_node: str,
-    limits: Mapping[str, str],
-    env: Sequence[m.EnvVar],
+    gpu: GpuPods,
     requests: Mapping[str, str],
 ) -> m.Container:
     """A gang pod's container: ``python -m gangway.step.launch`` (torchrun and the exit-code
@@ -321,10 +318,8 @@ def _trainer(
         image="{{workflow.parameters.image}}",
         command=launch[:3],
         args=launch[3:],
-        env=[*_tracking_env(step_name, params=False), *env],
-        resources=m.ResourceRequirements(
-            requests={**requests, **limits}, limits={"memory": requests["memory"], **limits}
-        ),
+        env=[*_tracking_env(step_name, params=False), *gpu.env],
+        resources=gpu.resources(requests),
         security_context=_container_security(),
         volume_mounts=[
             m.VolumeMount(name="scratch", mount_path=SCRATCH),
@@ -363,7 +358,7 @@ def gang_step(
     check_module(name, module)
     gpu = gpu_pods(gpus_per_node, gpu_product, where=f"gang step {name!r}")
     req = dict(requests or REQUESTS)
-    container = _trainer(name, module, args, procs_per_node, gpu.limits, gpu.env, req)
+    container = _trainer(name, module, args, procs_per_node, gpu, req)
     job = pytorch_job(
         generate_name="{{workflow.name}}-" + name + "-",
         queue=queue or "{{workflow.labels." + QUEUE_LABEL + "}}",

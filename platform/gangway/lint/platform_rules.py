@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from gangway.lint._findings import Finding
 from gangway.step.torchrun import count_problem
+from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
 from gangway.volcano.gang import gang_problems
 
 if TYPE_CHECKING:
@@ -28,9 +29,7 @@ __all__ = [
     "known_gpu_products",
 ]
 
-GPU = "nvidia.com/gpu"
-"""The GPU device plugin's resource, and the key of the taint GPU nodes carry."""
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU = GPU_RESOURCE
 IPC_LOCK = "IPC_LOCK"
 """The one capability beyond Pod Security "restricted" a pod may add: in a gang pod, in a
 container that has an RDMA device (ibverbs pins the memory it registers)."""
@@ -198,7 +197,7 @@ def _gpu_taint(
         return  # asks for GPUs, or may (a placeholder)
     for i, t in enumerate(pod.get("tolerations") or []):
         key = str(t.get("key") or "")
-        if key == GPU or (not key and t.get("operator") == "Exists"):
+        if key == GPU_TAINT or (not key and t.get("operator") == "Exists"):
             every = "" if key else " (operator Exists with no key tolerates every taint)"
             yield Finding(
                 name,

@@ -13,6 +13,7 @@ from typing import Any
 __all__ = [
     "GPU_PRODUCT_LABEL",
     "GPU_RESOURCE",
+    "GPU_TAINT",
     "JobDemand",
     "job_demand",
     "place_manifest",
@@ -23,6 +24,9 @@ __all__ = [
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """The node label GPU feature discovery publishes with the GPU model."""
+GPU_TAINT = "nvidia.com/gpu"
+"""The taint key of GPU nodes (``nvidia.com/gpu:NoSchedule``, as the GPU operator and the
+managed Kubernetes services set it); only GPU pods tolerate it."""
 
 
 @dataclass(frozen=True)
