@@ -49,9 +49,9 @@ def _client() -> Any:
         raise PermanentError(
             "nightly evals find what is due in MLflow: give the pipeline an mlflow-tracking-uri"
         )
-    from mlflow.tracking import MlflowClient
+    from gangway.lineage import store
 
-    return MlflowClient(uri)
+    return store.client(uri, write=True)
 
 
 def _experiment(client: Any) -> str:

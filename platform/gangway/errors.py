@@ -25,6 +25,7 @@ __all__ = [
     "Preempted",
     "TransientError",
     "closest",
+    "describe",
     "field_errors",
 ]
 
@@ -61,6 +62,15 @@ class Interrupted(GangwayError):
     """The user stopped a command (Ctrl-C or SIGTERM) before it wrote anything."""
 
     exit_code = 130
+
+
+def describe(e: BaseException) -> str:
+    """``e`` in one line for a user: a Gangway error's own message (it says what to do), any
+    other as its type and the first line of its text."""
+    if isinstance(e, GangwayError):
+        return str(e)
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def field_errors(e: Any, *, root: str, limit: int | None = None) -> str:

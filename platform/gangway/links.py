@@ -106,14 +106,13 @@ def annotate_experiment(obj: Mapping[str, Any], experiment_id: str) -> dict[str,
 
 def experiment_id(mlflow_url: str, pipeline: str, *, create: bool) -> str | None:
     """The id of the pipeline's MLflow experiment (thin I/O); created when asked and missing."""
-    from mlflow.tracking import MlflowClient
-
+    from gangway.lineage import store
     from gangway.lineage.ensure import ensure_experiment
 
     # A link is a nicety: an unreachable server must not hold a submit for minutes of retries.
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-    client = MlflowClient(tracking_uri=mlflow_url)
+    client = store.client(mlflow_url, write=create)
     if create:
         return ensure_experiment(client, pipeline)
     exp = client.get_experiment_by_name(pipeline)

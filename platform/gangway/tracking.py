@@ -71,7 +71,7 @@ class StepTracker:
         self.enabled = bool(self.uri)
         wf = workflow_from_env(env)
         self.record = StepRecord(workflow=wf, step=step or env.get(ENV_STEP, "step"), node=node)
-        self.spool = Spool(env.get(ENV_LINEAGE_SPOOL) or default_spool(wf.uid))
+        self.spool = Spool(env.get(ENV_LINEAGE_SPOOL) or default_spool(wf.uid), self.uri)
         self.outputs_dir = env.get(ENV_OUTPUTS, "")
         self.replay_here = env.get(ENV_LINEAGE_REPLAY, "") != "later"
         """Whether this step sends its lineage to MLflow itself (run by hand)."""
@@ -213,7 +213,7 @@ def record_workflow(
     KILLED: nothing runs once the workflow has ended). Never raises: with MLflow unreachable
     everything stays spooled for ``gangway lineage sync``, which closes the parent run later.
     """
-    spool = Spool(spool_root)
+    spool = Spool(spool_root, uri)
     try:
         # One record per workflow, revised in place: the exit handler, `gangway run` and
         # `gangway retry` all write the same one.

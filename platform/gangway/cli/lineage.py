@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gangway.cli._output import console, err_console
-from gangway.errors import NotFoundError, PermanentError, TransientError
-from gangway.lineage import sqlite_path, sqlite_uri
+from gangway.errors import PermanentError, TransientError
+from gangway.lineage import store
+from gangway.lineage.store import check, sqlite_uri
 
 __all__ = ["lineage_cmd"]
 
@@ -58,6 +59,13 @@ def lineage_cmd(
         str | None,
         typer.Option(help="sync: only the spools of workflows that ran in this namespace"),
     ] = None,
+    other_store: Annotated[
+        bool,
+        typer.Option(
+            "--other-store",
+            help="sync: send spools into --tracking-uri even when they record another store",
+        ),
+    ] = False,
 ) -> None:
     """Show where a model, run, workflow or dataset came from and what came of it.
 
@@ -66,31 +74,34 @@ def lineage_cmd(
     that steps record to (see docs/lineage.md).
 
     `gangway lineage sync --spool URI` sends lineage that steps spooled (a pipeline's steps
-    only spool; `gangway run` and the workflow's exit handler send it); it is idempotent, so
-    running it twice adds nothing. With --follow it keeps sending what new workflows spool.
+    only spool; `gangway run` and the workflow's exit handler send it) to the MLflow store the
+    spool records — another one only with --tracking-uri and --other-store; it is idempotent,
+    so running it twice adds nothing. With --follow it keeps sending what new workflows spool.
     """
-    if ref != "sync":
-        from gangway.lineage.query import parse_ref
-
-        parse_ref(ref)  # a typo is reported before any store is looked for
-        if follow or namespace:
-            raise PermanentError("--follow and --namespace go with `gangway lineage sync`")
-    tracking_uri = tracking_uri or _local_store(state_dir)
-    if ref == "sync" and follow:
-        _follow(tracking_uri, spool or [], interval, namespace)
-        return
-    check_reachable(tracking_uri, create=ref == "sync")
     if ref == "sync":
-        _sync(tracking_uri, spool or [], namespace)
+        if tracking_uri is not None:
+            check(tracking_uri, write=True)
+        target = _SyncTarget(tracking_uri, other_store)
+        if follow:
+            _follow(target, spool or [], interval, namespace)
+        else:
+            _sync(target, spool or [], namespace)
         return
-    from mlflow.tracking import MlflowClient
+    from gangway.lineage.query import parse_ref
 
+    parse_ref(ref)  # a typo is reported before any store is looked for
+    if follow or namespace or other_store:
+        raise PermanentError(
+            "--follow, --namespace and --other-store go with `gangway lineage sync`"
+        )
+    tracking_uri = tracking_uri or _local_store(state_dir)
+    check(tracking_uri, write=False)
     from gangway.lineage.graph import build_graph, walk
     from gangway.lineage.query import load_snapshot, resolve
     from gangway.lineage.render import text_lines, to_json
 
     try:
-        snap = load_snapshot(MlflowClient(tracking_uri=tracking_uri))
+        snap = load_snapshot(store.client(tracking_uri, write=False))
     except Exception as e:
         raise TransientError(f"cannot read lineage from {tracking_uri}: {e}") from None
     graph, root = resolve(build_graph(snap), ref)
@@ -119,60 +130,6 @@ def _local_store(state_dir: Path) -> str:
     return uri
 
 
-def check_reachable(uri: str, *, create: bool = False, timeout: float = 5.0) -> None:
-    """Fail in seconds, with what to do, when the store is not there: an http(s) server that
-    does not answer, or (unless ``create``) a sqlite file that does not exist — reading must
-    not create an empty store."""
-    import os
-    import urllib.error
-    import urllib.request
-
-    path = sqlite_path(uri)
-    if path is not None:
-        if not create and not path.is_file():
-            raise NotFoundError(f"{uri}: no MLflow store there (no such file); check the path")
-        if path.is_file() and not _is_mlflow_db(path):
-            raise PermanentError(
-                f"{uri}: {path} is not an MLflow store (no MLflow tables); check the path — "
-                "Gangway does not add tables to another database"
-            )
-        return
-    if not uri.startswith(("http://", "https://")):
-        return
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
-    try:
-        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout):
-            return
-    except urllib.error.HTTPError as e:
-        if e.code == 404:  # an MLflow server serves /health: this is something else
-            raise PermanentError(
-                f"{uri} is not an MLflow tracking server (it answered /health with 404); "
-                "check --tracking-uri or MLFLOW_TRACKING_URI"
-            ) from None
-        return  # it answered (an auth proxy, say); MLflow will say more
-    except (OSError, ValueError) as e:
-        reason = getattr(e, "reason", e)
-        raise TransientError(
-            f"cannot reach MLflow at {uri} ({reason}); is the server running? "
-            "Check --tracking-uri or MLFLOW_TRACKING_URI"
-        ) from None
-
-
-def _is_mlflow_db(path: Path) -> bool:
-    """Read-only look at a sqlite file: does it hold MLflow's tables?"""
-    import sqlite3
-
-    try:
-        with contextlib.closing(
-            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        ) as db:
-            names = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
-    except sqlite3.Error:
-        return False
-    return {"alembic_version", "runs", "experiments"} <= names
-
-
 def _need_spools(spools: list[str]) -> None:
     if not spools:
         raise PermanentError(
@@ -181,16 +138,31 @@ def _need_spools(spools: list[str]) -> None:
         )
 
 
-def _sync(tracking_uri: str, spools: list[str], namespace: str | None = None) -> None:
+@dataclass(frozen=True)
+class _SyncTarget:
+    """Where `sync` sends: each spool's own store, or ``uri`` (another one with ``other``)."""
+
+    uri: str | None
+    other: bool
+
+    def __str__(self) -> str:
+        return self.uri or "each spool's own MLflow store"
+
+
+def _sync(target: _SyncTarget, spools: list[str], namespace: str | None = None) -> None:
+    """One pass; exit 1 when a record is unreadable or a spool cannot go where asked, 75 when
+    records are left pending (the store did not take them: run it again once it works)."""
     from gangway.lineage.follow import follow_pass
 
     _need_spools(spools)
-    done = follow_pass(spools, tracking_uri, namespace=namespace, done=set())
+    done = follow_pass(
+        spools, target.uri, namespace=namespace, done=set(), other_store=target.other
+    )
     if not done.found:
         raise PermanentError(f"no lineage records under {', '.join(spools)}")
     sent, left, unreadable = done.sent, done.pending, done.unreadable
     for root, why in done.errors.items():
-        err_console.print(f"[yellow]{root}: {why}[/]", highlight=False)
+        err_console.print(f"[yellow]{root}: {why}[/]", highlight=False, soft_wrap=True)
     console.print(f"sent {sent} record(s) from {done.spools} spool(s); {left} still pending")
     if unreadable:
         raise PermanentError(
@@ -198,11 +170,19 @@ def _sync(tracking_uri: str, spools: list[str], namespace: str | None = None) ->
             + "\n".join(f"  {uri}: {why}" for uri, why in sorted(unreadable.items()))
             + "\nfix or remove them; the others were sent"
         )
-    if left:
-        raise TransientError(f"{left} record(s) still pending; run `gangway lineage sync` again")
+    if done.permanent:
+        raise PermanentError(
+            f"{len(done.permanent)} spool(s) cannot be sent until what is said above is fixed; "
+            f"{left} record(s) stay spooled"
+        )
+    if left or done.errors:
+        raise TransientError(
+            f"{left} record(s) still pending (they stay spooled); run the same "
+            "`gangway lineage sync` again once the store works"
+        )
 
 
-def _follow(tracking_uri: str, spools: list[str], interval: float, namespace: str | None) -> None:
+def _follow(target: _SyncTarget, spools: list[str], interval: float, namespace: str | None) -> None:
     """``sync --follow``: pass after pass until SIGTERM or Ctrl-C (then exit 0). A server or
     storage that is down is reported and tried again on the next pass."""
     import signal
@@ -216,9 +196,7 @@ def _follow(tracking_uri: str, spools: list[str], interval: float, namespace: st
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda n, f: stop.set())
     where = ", ".join(spools) + (f" (namespace {namespace})" if namespace else "")
-    console.print(
-        f"following {where} → {tracking_uri}, a pass every {interval:g}s", highlight=False
-    )
+    console.print(f"following {where} → {target}, a pass every {interval:g}s", highlight=False)
 
     told: set[str] = set()
 
@@ -236,5 +214,13 @@ def _follow(tracking_uri: str, spools: list[str], interval: float, namespace: st
         for root, why in p.errors.items():
             err_console.print(f"[yellow]{stamp} {root}: {why}[/]", highlight=False)
 
-    follow(spools, tracking_uri, interval=interval, stop=stop, namespace=namespace, on_pass=report)
+    follow(
+        spools,
+        target.uri,
+        interval=interval,
+        stop=stop,
+        namespace=namespace,
+        other_store=target.other,
+        on_pass=report,
+    )
     console.print("stopped", highlight=False)

@@ -3,14 +3,14 @@ clusters (live, from the platform config's kube contexts, or ``--snapshot FILE``
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
-from gangway.cli._output import console, err_console
+from gangway.cli._help import command_group
+from gangway.cli._output import console, err_console, output_file, write_output
 from gangway.errors import PermanentError, closest
 
 __all__ = [
@@ -26,7 +26,7 @@ __all__ = [
     "why_cmd",
 ]
 
-app = typer.Typer(
+app = command_group(
     help="Snapshots of the clusters: what admission and placement decide over.",
     no_args_is_help=True,
 )
@@ -86,9 +86,10 @@ def read_snapshot(
 
 @app.command("save")
 def save_cmd(
-    output: Annotated[Path, typer.Option("-o", "--output", help="where to write it")] = Path(
-        "snapshot.yaml"
-    ),
+    output: Annotated[
+        Path,
+        typer.Option("-o", "--output", help="where to write it (missing directories are made)"),
+    ] = Path("snapshot.yaml"),
     cluster: Annotated[
         list[str] | None, typer.Option("--cluster", help="only these clusters (repeatable)")
     ] = None,
@@ -103,18 +104,11 @@ def save_cmd(
     the platform config, as one YAML file (`--snapshot FILE` of explain, queues, why)."""
     from gangway.snapshot import dump_snapshot
 
-    target = _check_output(output)
+    output_file(output)  # refused now, not after minutes of reading clusters
     snap = read_snapshot(None, cluster, hint="check the kube contexts of the platform config")
     if tracking_uri:
         snap = _with_checkpoints(snap, tracking_uri)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(dump_snapshot(snap), encoding="utf-8")
-        tmp.replace(target)
-    except OSError as e:
-        raise PermanentError(f"-o {output}: cannot write it: {e.strerror or e}") from None
-    finally:  # an error or Ctrl-C leaves no half-written file behind
-        tmp.unlink(missing_ok=True)
+    write_output(output, dump_snapshot(snap))
     console.print(f"wrote {output} ({len(snap.clusters)} cluster(s))")
 
 
@@ -125,30 +119,14 @@ def _not_in_snapshot(name: str, snap: Any) -> PermanentError:
     return PermanentError(f"--cluster {name}: not in the snapshot ({', '.join(known)}){hint}")
 
 
-def _check_output(output: Path) -> Path:
-    """Where ``-o`` writes (through a symlink, to its target), refused before minutes of
-    reading clusters when it cannot take a file."""
-    if str(output) in ("", "."):
-        raise PermanentError("-o: give a file path (.yaml)")
-    target = output.resolve() if output.is_symlink() else output
-    if target.exists() and not target.is_file():
-        raise PermanentError(f"-o {output}: not a regular file; give a file path (.yaml)")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise PermanentError(f"-o {output}: not writable")
-    if not target.parent.is_dir():
-        raise PermanentError(f"-o {output}: no directory {target.parent}")
-    return target
-
-
 def _with_checkpoints(snap: Any, tracking_uri: str) -> Any:
-    from mlflow.tracking import MlflowClient
-
+    from gangway.lineage import store
     from gangway.lineage.checkpoints import last_checkpoints
     from gangway.snapshot import with_checkpoints
 
     names = [g.workflow for c in snap.clusters.values() for g in c.gangs if g.workflow]
     try:
-        marks = last_checkpoints(MlflowClient(tracking_uri=tracking_uri), names)
+        marks = last_checkpoints(store.client(tracking_uri, write=False), names)
     except Exception as e:
         err_console.print(
             Text(f"no checkpoint times: {tracking_uri} did not answer: {e}", style="yellow")

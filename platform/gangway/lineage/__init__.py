@@ -12,25 +12,14 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
 
+from gangway.errors import PermanentError, describe
+from gangway.lineage import store
 from gangway.lineage.records import StepRecord
 from gangway.lineage.spool import Spool
+from gangway.lineage.store import sqlite_path, sqlite_uri
 
 __all__ = ["SyncReport", "default_spool", "sqlite_path", "sqlite_uri", "sync"]
-
-
-def sqlite_uri(path: Path) -> str:
-    """The MLflow tracking URI of a local sqlite store. SQLAlchemy percent-decodes the path,
-    so it is percent-encoded here: a ``%``, ``?`` or ``#`` in a directory name stays literal."""
-    return "sqlite:///" + quote(str(path), safe="/")
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The file of a ``sqlite:///`` tracking URI (relative when it has three slashes)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    return Path(unquote(uri.removeprefix("sqlite:///").split("?", 1)[0]))
 
 
 def default_spool(workflow_uid: str) -> str:
@@ -45,6 +34,9 @@ class SyncReport:
     runs: dict[str, tuple[str, str]] = field(default_factory=dict)
     pending: list[StepRecord] = field(default_factory=list)
     error: str | None = None
+    permanent: bool = False
+    """The store is unusable as it is (not MLflow, another schema): sending again cannot help
+    until it is fixed."""
 
 
 def sync(spool: Spool, tracking_uri: str, *, always: Collection[str] = ()) -> SyncReport:
@@ -66,7 +58,6 @@ def sync(spool: Spool, tracking_uri: str, *, always: Collection[str] = ()) -> Sy
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     import mlflow
-    from mlflow.tracking import MlflowClient
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # after import: it sets its own
     # MLflow resolves `models:/…` sources (model versions of logged models) through the
@@ -75,7 +66,13 @@ def sync(spool: Spool, tracking_uri: str, *, always: Collection[str] = ()) -> Sy
     before = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(tracking_uri)
     try:
-        return _replay_all(MlflowClient(tracking_uri=tracking_uri), tracking_uri, spool, todo)
+        try:  # a new sqlite store is built here, under its lock (concurrent writers wait)
+            client = store.client(tracking_uri, write=True)
+        except Exception as e:  # unusable or unreachable: every record stays pending
+            return SyncReport(
+                pending=todo, error=describe(e), permanent=isinstance(e, PermanentError)
+            )
+        return _replay_all(client, tracking_uri, spool, todo)
     finally:
         if before is None:
             os.environ.pop("MLFLOW_TRACKING_URI", None)

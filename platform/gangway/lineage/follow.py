@@ -14,10 +14,12 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from gangway.errors import PermanentError, describe
 from gangway.lineage import SyncReport, sync
+from gangway.lineage.records import StepRecord
 from gangway.lineage.spool import Spool, find_spools
 
-__all__ = ["FollowPass", "Replayer", "follow", "follow_pass"]
+__all__ = ["FollowPass", "Replayer", "follow", "follow_pass", "target_store"]
 
 
 class Replayer:
@@ -70,14 +72,26 @@ class FollowPass:
     """Spool → why a sync stopped (MLflow down, a record refused)."""
     unreadable: dict[str, str] = field(default_factory=dict)
     """Record URI → why it cannot be read (never sent)."""
+    permanent: set[str] = field(default_factory=set)
+    """Spools (of :attr:`errors`) that cannot be sent until something is fixed: their store
+    is unusable, or they are for another store."""
 
 
 def follow_pass(
-    roots: Sequence[str], tracking_uri: str, *, namespace: str | None, done: set[str]
+    roots: Sequence[str],
+    tracking_uri: str | None,
+    *,
+    namespace: str | None,
+    done: set[str],
+    other_store: bool = False,
 ) -> FollowPass:
     """Sync every spool under ``roots`` once. ``done`` holds spools already complete (their
     workflow ended and MLflow has every record): skipped, and added to as more complete.
-    ``namespace``: only spools of workflows in it."""
+    ``namespace``: only spools of workflows in it.
+
+    Each spool goes to the store it records (:meth:`Spool.recorded_store`), or to
+    ``tracking_uri`` when given — into a store other than its own only with ``other_store``
+    (:func:`target_store`). A spool that cannot be sent counts its records as pending."""
     out = FollowPass()
     found = [s for r in roots for s in find_spools(r)]
     out.found = len(found)
@@ -85,19 +99,26 @@ def follow_pass(
         if root in done:
             continue
         spool = Spool(root)
+        records: list[tuple[StepRecord, int]] = []
         try:
-            records = spool.records(tracking_uri)
+            records = spool.records()
             if namespace and not any(r.workflow.namespace == namespace for r, _ in records):
                 continue
             out.spools += 1
-            report: SyncReport = sync(spool, tracking_uri)
-        except Exception as e:  # this spool (access, a racing delete): the others go on
-            out.errors[root] = f"{type(e).__name__}: {e}"
+            target = target_store(spool, tracking_uri, other_store=other_store)
+            report: SyncReport = sync(spool, target)
+        except Exception as e:  # this spool (access, a racing delete, its store): others go on
+            out.errors[root] = describe(e)
+            out.pending += _unsent(spool)
+            if isinstance(e, PermanentError):
+                out.permanent.add(root)
             continue
         out.sent += len(report.runs)
         out.pending += len(report.pending)
         if report.error:
             out.errors[root] = report.error
+        if report.permanent:
+            out.permanent.add(root)
         out.unreadable.update(spool.bad)
         ended = any(r.kind == "workflow" and r.status != "RUNNING" for r, _ in records)
         if ended and not report.pending and not report.error and not spool.bad:
@@ -105,13 +126,47 @@ def follow_pass(
     return out
 
 
+def _unsent(spool: Spool) -> int:
+    """How many of the spool's records no store has (0 when it cannot even be read)."""
+    try:
+        return sum(1 for rec, synced in spool.records() if rec.rev > synced)
+    except Exception:
+        return 0
+
+
+def target_store(spool: Spool, tracking_uri: str | None, *, other_store: bool = False) -> str:
+    """Where ``spool``'s records go: the store it records, unless ``tracking_uri`` names
+    another — then only with ``other_store`` (a sync into a different store is asked for, never
+    picked up from whatever store is at hand)."""
+    recorded = spool.recorded_store()
+    if tracking_uri is None:
+        if recorded is None:
+            raise PermanentError(
+                f"{spool.root}: the spool does not say which MLflow store it is for (written "
+                "before Gangway recorded it); pass --tracking-uri"
+            )
+        return recorded
+    if recorded is not None and not _same(recorded, tracking_uri) and not other_store:
+        raise PermanentError(
+            f"{spool.root}: its records are for {recorded}, not {tracking_uri}; drop "
+            "--tracking-uri (and MLFLOW_TRACKING_URI) to send them to their own store, or pass "
+            "--other-store to send them to this one"
+        )
+    return tracking_uri
+
+
+def _same(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
 def follow(
     roots: Sequence[str],
-    tracking_uri: str,
+    tracking_uri: str | None,
     *,
     interval: float,
     stop: threading.Event,
     namespace: str | None = None,
+    other_store: bool = False,
     on_pass: Callable[[FollowPass], None] = lambda p: None,
 ) -> None:
     """Pass after pass (one every ``interval`` seconds) until ``stop`` is set; a pass that
@@ -119,7 +174,11 @@ def follow(
     done: set[str] = set()
     while not stop.is_set():
         try:
-            on_pass(follow_pass(roots, tracking_uri, namespace=namespace, done=done))
+            on_pass(
+                follow_pass(
+                    roots, tracking_uri, namespace=namespace, done=done, other_store=other_store
+                )
+            )
         except Exception as e:
             on_pass(FollowPass(errors={"(pass)": f"{type(e).__name__}: {e}"}))
         stop.wait(interval)

@@ -4,6 +4,8 @@ Records live under one prefix per workflow run (``{storage-root}/runs/{uid}/line
 reference pipeline), so any later step — on any node — and ``gangway lineage sync`` can find
 and replay what an earlier step could not send. ``NAME.json`` is a record; ``NAME.json.synced``
 holds the record revision MLflow has, so a record is replayed again only when it changed.
+``tracking-store`` names the store the records are for (the workflow's tracking URI), so a
+later ``gangway lineage sync`` sends them there and not into whichever store is at hand.
 """
 
 from __future__ import annotations
@@ -15,17 +17,21 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from gangway import storage
-from gangway.errors import field_errors
+from gangway.errors import NotFoundError, field_errors
 from gangway.lineage.records import StepRecord
 
 __all__ = ["Spool", "find_spools"]
 
 _MARK = ".synced"
+STORE_FILE = "tracking-store"
+"""The object under a spool's root that names the tracking store its records are for."""
 
 
 @dataclass(frozen=True)
 class Spool:
     root: str
+    store: str = ""
+    """The tracking URI the records are for: written into the spool with each new record."""
     bad: dict[str, str] = field(default_factory=dict, compare=False)
     """Unreadable records seen by the last :meth:`records`: URI → why."""
 
@@ -33,6 +39,16 @@ class Spool:
         """Store a new revision of ``rec`` (atomically replacing the previous one)."""
         rec.rev += 1
         storage.write_bytes(storage.join(self.root, rec.file_name), rec.to_bytes())
+        if self.store and rec.rev == 1:
+            storage.write_bytes(storage.join(self.root, STORE_FILE), self.store.encode())
+
+    def recorded_store(self) -> str | None:
+        """The tracking URI the spool's records are for (None: a spool that does not say)."""
+        try:
+            text = storage.read_bytes(storage.join(self.root, STORE_FILE)).decode().strip()
+        except NotFoundError:
+            return None
+        return text or None
 
     def mark_synced(self, rec: StepRecord, store: str = "") -> None:
         """``store`` (the tracking URI) has revision ``rec.rev`` of the record."""
