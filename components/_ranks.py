@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from components.devices import step_device
-from components.failures import classify, collective_timeout
+from components.failures import classify, collective_timeout, unwrap
 from gangway.errors import GangwayError, PermanentError, TransientError
 
 __all__ = [
@@ -148,7 +148,7 @@ def settle(e: BaseException, ranks: Ranks, *, where: str, batch_size: int) -> Ba
     pod exiting 1 could abort it. So a rank that fails for good says so in the rendezvous
     store first, and a rank that lost a peer checks there: if one failed for good, so does it.
     """
-    err = classify(_unwrapped(e), where=where, batch_size=batch_size, distributed=ranks.distributed)
+    err = classify(unwrap(e), where=where, batch_size=batch_size, distributed=ranks.distributed)
     if err is None or not ranks.distributed:
         return e if err is None else err
     store = _store()
@@ -164,19 +164,6 @@ def settle(e: BaseException, ranks: Ranks, *, where: str, batch_size: int) -> Ba
         if cause:
             return PermanentError(f"{cause} (this rank then lost its peer: {str(err)[:200]})")
     return err
-
-
-def _unwrapped(e: BaseException) -> BaseException:
-    """What failed inside a distributed checkpoint's ``CheckpointException`` (a BaseException
-    that carries each rank's failure)."""
-    from torch.distributed.checkpoint.api import CheckpointException
-
-    if isinstance(e, CheckpointException):
-        for failure in e.failures.values():
-            inner = failure[0] if isinstance(failure, tuple) else failure
-            if isinstance(inner, BaseException):
-                return inner
-    return e
 
 
 def _store() -> Any:

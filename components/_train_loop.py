@@ -1,5 +1,6 @@
 """The stages of a training run, for :func:`components.training.train`: resume, the step,
-preemption, logging and checkpoints (process group setup is in :mod:`components._ranks`).
+preemption, logging and checkpoints (process group setup is in :mod:`components._ranks`, which
+checkpoint to resume from in :mod:`components._resume`).
 
 The step keeps the host off the GPU's back: the loss stays on the device until a log window
 reads it, the preemption vote is an asynchronous all-reduce on a CPU group
@@ -17,7 +18,9 @@ import contextlib
 import json
 import math
 import random
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -30,10 +33,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: N817
 
 from components import checkpoints
 from components._ranks import Ranks, StopFlag, StopVote
+from components._resume import Skipped, resume
 from components._throughput import Throughput
 from components.config import TrainConfig
 from components.corpus import open_corpus, train_batch
 from components.model import GPT
+from gangway.contract import tag
 from gangway.errors import Preempted
 from gangway.tracking import CheckpointRef, StepTracker
 
@@ -49,14 +54,15 @@ class LoopState:
     last_loss: float | None = None  # the mean across ranks of the last logged window
     loss_sum: torch.Tensor | None = None  # this rank's, on the device, since that window
     saved: list[dict[str, Any]] = field(default_factory=list)  # checkpoints this run saved
+    skipped: list[dict[str, Any]] = field(default_factory=list)  # unusable ones, set aside
     last: dict[str, Any] = field(default_factory=dict)  # the last window's throughput
     checkpoint_s: float = 0.0  # time spent writing checkpoints this run
     t_start: float = 0.0
 
 
 class Trainer:
-    """One rank's run: corpus, model and optimizer, resumed from the newest complete checkpoint
-    (a collective, like :meth:`run`), and the loop's state."""
+    """One rank's run: corpus, model and optimizer, resumed from the newest checkpoint the gang
+    can use (a collective, like :meth:`run`), and the loop's state."""
 
     def __init__(
         self,
@@ -109,11 +115,20 @@ class Trainer:
         return {"model": msd, "optim": osd}
 
     def _resume(self, cache: Path) -> None:
-        found = checkpoints.latest(self.checkpoints_uri)
+        """Load the newest checkpoint every rank can use, past unusable ones (set aside and
+        reported: :mod:`components._resume`)."""
+        state = self._state_dict()
+        plan = resume(
+            self.checkpoints_uri,
+            state,
+            ranks=self.ranks,
+            model=self.cfg.model.model_dump(),
+            cache=cache,
+        )
+        found = plan.chosen
         if found is None:
             return
-        state = self._state_dict()
-        checkpoints.load(found, state, cache)
+        self._report_skipped(plan.skipped, found)
         set_state_dict(
             self.model, self.opt, model_state_dict=state["model"], optim_state_dict=state["optim"]
         )
@@ -121,7 +136,31 @@ class Trainer:
         self.track.use_checkpoint(
             CheckpointRef(uri=found.uri, step=found.step, digest=found.digest)
         )
-        _log(self.ranks.rank, {"event": "resumed", "step": found.step, "checkpoint": found.uri})
+        record: dict[str, Any] = {"event": "resumed", "step": found.step, "checkpoint": found.uri}
+        if plan.skipped:
+            record["skipped"] = [s.step for s in plan.skipped]
+        _log(self.ranks.rank, record)
+
+    def _report_skipped(self, skipped: Sequence[Skipped], chosen: checkpoints.Checkpoint) -> None:
+        """Each checkpoint skipped for ``chosen``: a log event, a warning on stderr, the result,
+        and the lineage tag ``gangway.skipped_checkpoints`` (where they were set aside)."""
+        if not skipped:
+            return
+        for s in skipped:
+            self.state.skipped.append({"step": s.step, "why": s.why, "set_aside": s.set_aside})
+            event = {"event": "checkpoint_skipped", "step": s.step, "checkpoint": s.uri}
+            _log(self.ranks.rank, {**event, "why": s.why, "set_aside": s.set_aside})
+            if self.ranks.rank == 0:
+                print(
+                    f"warning: resuming from step {chosen.step}, not {s.step}: checkpoint step "
+                    f"{s.step} is unusable and was set aside at {s.set_aside} (kept for "
+                    f"inspection, never loaded again): {s.why}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        self.track.set_tags(
+            {tag("skipped_checkpoints"): json.dumps([s.set_aside for s in skipped])}
+        )
 
     def _log_inputs(self, data_uri: str) -> None:
         self.track.log_params(
@@ -266,6 +305,7 @@ class Trainer:
             "resumed_from": st.resumed_from,
             "final_loss": st.last_loss,
             "checkpoints": st.saved,
+            "skipped_checkpoints": st.skipped,
             "world_size": self.ranks.world,
             "device": self.ranks.device.type,
             "seconds": round(elapsed, 2),

@@ -44,6 +44,8 @@ __all__ = [
     "LOST_PEER_MARKERS",
     "classify",
     "collective_timeout",
+    "first_line",
+    "unwrap",
 ]
 
 DEVICE_ERROR_MARKERS = (
@@ -91,7 +93,8 @@ def collective_timeout() -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """The first line of ``e``'s message (at most 300 characters), or its type's name."""
     lines = str(e).strip().splitlines()
     return lines[0][:300] if lines else type(e).__name__
 
@@ -113,7 +116,7 @@ def classify(
         return PermanentError(
             f"out of GPU memory{batch} ({where}): lower batch_size (--set batch_size=N) and "
             "raise grad_accum to keep the tokens per step, or choose a smaller model preset; "
-            f"retrying the same settings fails the same way. torch said: {_first_line(e)}"
+            f"retrying the same settings fails the same way. torch said: {first_line(e)}"
         )
     text = str(e)
     gpu = isinstance(e, torch.AcceleratorError) or (
@@ -121,29 +124,29 @@ def classify(
     )
     if gpu and any(m in text for m in HARDWARE_MARKERS):
         return TransientError(
-            f"GPU hardware fault ({where}): {_first_line(e)}; the node's GPU failed, not the "
+            f"GPU hardware fault ({where}): {first_line(e)}; the node's GPU failed, not the "
             "job: the gang restarts (drain the node if it repeats)"
         )
     if gpu:
         return PermanentError(
-            f"GPU device error ({where}): {_first_line(e)}; this is not a lost peer, and the "
+            f"GPU device error ({where}): {first_line(e)}; this is not a lost peer, and the "
             "attempt is not retried. A device-side assert usually means a bad index (token ids "
             "outside the vocabulary); rerun with CUDA_LAUNCH_BLOCKING=1 to see where"
         )
     if _compile_error(e):
         return PermanentError(
-            f"torch.compile failed ({where}): {_first_line(e)}; it fails the same way on "
+            f"torch.compile failed ({where}): {first_line(e)}; it fails the same way on "
             "retry: train uncompiled with --set compile=false, or fix the compiler (the image "
             "has g++; a local run needs a C compiler on PATH)"
         )
     if isinstance(e, dist.DistError):
         return TransientError(
-            f"a collective failed ({where}): {_first_line(e)}; a peer rank was lost or the "
+            f"a collective failed ({where}): {first_line(e)}; a peer rank was lost or the "
             "network failed: the gang restarts and resumes from its latest checkpoint"
         )
     if distributed and isinstance(e, RuntimeError) and any(m in text for m in LOST_PEER_MARKERS):
         return TransientError(
-            f"a collective failed ({where}; a peer rank was probably lost): {_first_line(e)}"
+            f"a collective failed ({where}; a peer rank was probably lost): {first_line(e)}"
         )
     return None
 
@@ -155,3 +158,16 @@ def _compile_error(e: BaseException) -> bool:
 
     kinds = (exc.CppCompileError, exc.CUDACompileError, exc.InvalidCxxCompiler, exc.TritonMissing)
     return isinstance(e, (TorchDynamoException, *kinds))
+
+
+def unwrap(e: BaseException) -> BaseException:
+    """What failed inside a distributed checkpoint's ``CheckpointException`` (a BaseException
+    that carries each rank's failure)."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    if isinstance(e, CheckpointException):
+        for failure in e.failures.values():
+            inner = failure[0] if isinstance(failure, tuple) else failure
+            if isinstance(inner, BaseException):
+                return inner
+    return e

@@ -8,7 +8,10 @@
 * Deterministic for a seed: the batch of each (step, rank) is a pure function of them, there is
   no dropout, and model, optimizer and RNG state are checkpointed.
 * Every ``checkpoint_every`` steps (and at the end) a checkpoint is committed under
-  ``CHECKPOINTS/step-NNNNNNNN``. On start the newest complete checkpoint is loaded.
+  ``CHECKPOINTS/step-NNNNNNNN``. On start the newest complete checkpoint that every rank can
+  load is loaded; a newer, unusable one (corrupt, missing a file, unreadable) is skipped, named
+  on stderr and in the log, and set aside under ``CHECKPOINTS/corrupt/``, never deleted. When
+  none is usable the run fails for good, naming each, rather than start again from step 0.
 * On SIGTERM every rank agrees (an all-reduce at each step) to save a checkpoint and exit 143.
 * Logs one JSON line per ``log_every`` steps with loss and tokens/s (rank 0).
 """
@@ -40,7 +43,8 @@ def train(
     cache_dir: Path | None = None,
     tracker: StepTracker | None = None,
 ) -> dict[str, Any]:
-    """Train to ``cfg.steps``, resuming from the newest complete checkpoint. Collective.
+    """Train to ``cfg.steps``, resuming from the newest checkpoint every rank can use (past
+    unusable ones: :mod:`components._resume`). Collective.
 
     ``tracker`` (rank 0's) receives params, metrics and every checkpoint for lineage. The
     stages (process group, resume, step, preemption, checkpoints) are in
