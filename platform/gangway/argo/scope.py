@@ -5,16 +5,20 @@ outputs of earlier tasks, and a fanned-out item — built one way for every read
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+from gangway.argo.substitution import PLACEHOLDER, fill_known
 
 __all__ = [
     "aggregate_scope",
+    "callers",
     "inputs_scope",
     "item_scope",
     "node_scope",
     "parameter_values",
     "parameters_json",
+    "static_scope",
     "task_outputs_scope",
     "workflow_scope",
     "workflow_spec",
@@ -145,3 +149,43 @@ def _as_item(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def static_scope(
+    template: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    labels: Mapping[str, str],
+    *,
+    stand_ins: bool = True,
+) -> dict[str, str]:
+    """Values Argo would substitute: the workflow parameters' values and the first calling
+    task's or step's arguments, with a plain stand-in for what is only known at run time (task
+    outputs, items) — or, with ``stand_ins=False``, without the inputs that depend on it."""
+    scope = workflow_scope(
+        name="static-workflow",
+        uid="00000000-0000-0000-0000-0",
+        namespace="default",
+        parameters=parameter_values(spec),
+        labels=labels,
+    )
+    inputs = {
+        p["name"]: str(p.get("value", p.get("default", "x")))
+        for p in (template.get("inputs") or {}).get("parameters") or []
+        if stand_ins or "value" in p or "default" in p
+    }
+    caller = next(callers(spec, str(template.get("name"))), None)
+    for a in ((caller or {}).get("arguments") or {}).get("parameters") or []:
+        raw = str(a.get("value", ""))
+        known = all(not m.group(1) and m.group(2) in scope for m in PLACEHOLDER.finditer(raw))
+        if stand_ins or known:
+            inputs[a["name"]] = fill_known(raw, scope, "placeholder")
+    return {**scope, **inputs_scope(inputs)}
+
+
+def callers(spec: Mapping[str, Any], template: str) -> Iterator[Mapping[str, Any]]:
+    """The DAG tasks and steps that call ``template``, in the order they are written."""
+    for t in spec.get("templates") or []:
+        steps = [s for group in t.get("steps") or [] for s in group or []]
+        for call in [*((t.get("dag") or {}).get("tasks") or []), *steps]:
+            if isinstance(call, Mapping) and call.get("template") == template:
+                yield call

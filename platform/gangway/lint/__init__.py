@@ -22,12 +22,12 @@ value is known before the run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from gangway.argo.manifests import fill_manifest
-from gangway.argo.scope import inputs_scope, parameter_values, workflow_scope, workflow_spec
-from gangway.argo.substitution import PLACEHOLDER, fill_known
+from gangway.argo.scope import static_scope, workflow_spec
+from gangway.argo.substitution import PLACEHOLDER
 from gangway.config import PlatformConfig, load_config
 from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
@@ -108,7 +108,7 @@ def _check_template_pod(
         "volumes": [*(spec.get("volumes") or []), *(t.get("volumes") or [])],
         "hostNetwork": spec.get("hostNetwork"),
     }
-    scope = _lint_scope(t, spec, labels, stand_ins=False)
+    scope = static_scope(t, spec, labels, stand_ins=False)
     key = "container" if "container" in t else "script"
     return check_pod(
         [_fill_tree(body, scope)],
@@ -156,7 +156,7 @@ def _lint_resource(
     products: frozenset[str],
 ) -> list[Finding]:
     where = f"resource in template {template.get('name')}"
-    scope = _lint_scope(template, spec, labels)
+    scope = static_scope(template, spec, labels)
     try:
         job = fill_manifest(manifest, scope, where="")
     except PermanentError as e:
@@ -176,43 +176,3 @@ def _lint_resource(
             for c, cpath in zip(containers, paths, strict=True):
                 findings += check_launch(c, cpath, name)
     return findings
-
-
-def _lint_scope(
-    template: Mapping[str, Any],
-    spec: Mapping[str, Any],
-    labels: Mapping[str, str],
-    *,
-    stand_ins: bool = True,
-) -> dict[str, str]:
-    """Values Argo would substitute: the workflow parameters' values and the first calling
-    task's or step's arguments, with a plain stand-in for what is only known at run time (task
-    outputs, items) — or, with ``stand_ins=False``, without the inputs that depend on it."""
-    scope = workflow_scope(
-        name="lint-workflow",
-        uid="00000000-0000-0000-0000-0",
-        namespace="default",
-        parameters=parameter_values(spec),
-        labels=labels,
-    )
-    inputs = {
-        p["name"]: str(p.get("value", p.get("default", "x")))
-        for p in (template.get("inputs") or {}).get("parameters") or []
-        if stand_ins or "value" in p or "default" in p
-    }
-    caller = next(_callers(spec, str(template.get("name"))), None)
-    for a in ((caller or {}).get("arguments") or {}).get("parameters") or []:
-        raw = str(a.get("value", ""))
-        known = all(not m.group(1) and m.group(2) in scope for m in PLACEHOLDER.finditer(raw))
-        if stand_ins or known:
-            inputs[a["name"]] = fill_known(raw, scope, "placeholder")
-    return {**scope, **inputs_scope(inputs)}
-
-
-def _callers(spec: Mapping[str, Any], template: str) -> Iterator[Mapping[str, Any]]:
-    """The DAG tasks and steps that call ``template``, in the order they are written."""
-    for t in spec.get("templates") or []:
-        steps = [s for group in t.get("steps") or [] for s in group or []]
-        for call in [*((t.get("dag") or {}).get("tasks") or []), *steps]:
-            if isinstance(call, Mapping) and call.get("template") == template:
-                yield call

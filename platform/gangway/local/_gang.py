@@ -28,13 +28,14 @@ from gangway.argo.errors import UnsupportedConstruct
 from gangway.local._logs import error_summary
 from gangway.local._processes import Stopped
 from gangway.local._scratch import map_scratch
+from gangway.step.torchrun import processes_per_pod
 from gangway.volcano.gang import Gang, end_phase, job_object, pytorch_env, read_gang
 from gangway.volcano.job import ABORT_JOB, ABORTED, COMPLETE_JOB, RESTART_JOB
 
 if TYPE_CHECKING:
     from gangway.local._attempt import RunContext
 
-__all__ = ["GangOutcome", "max_local_pods", "run_volcano_job"]
+__all__ = ["GangOutcome", "gang_processes", "max_local_pods", "oversized", "run_volcano_job"]
 
 _KUBE_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -79,11 +80,9 @@ def _free_port() -> int:
 
 def _pods(gang: Gang, scratch: Callable[[str], Path], port: int) -> list[_Pod]:
     total = gang.pods
-    if total > max_local_pods():
-        raise UnsupportedConstruct(
-            f"a gang of {total} pods is too large to run on this machine (at most "
-            f"{max_local_pods()}); run it on a cluster with `gangway submit`"
-        )
+    too_large = oversized(gang)
+    if too_large is not None:
+        raise UnsupportedConstruct(too_large)
     pods: list[_Pod] = []
     for task in gang.ranked():  # the master task first: rank 0
         if len(task.containers) != 1:
@@ -109,8 +108,34 @@ def _pods(gang: Gang, scratch: Callable[[str], Path], port: int) -> list[_Pod]:
 
 
 def max_local_pods() -> int:
-    """The largest gang this machine runs: each pod is a torchrun with its workers."""
+    """The largest gang this machine runs, in pods and in training processes all told: each
+    pod is a torchrun with its workers, every one a process of this machine."""
     return max(8, 4 * (os.cpu_count() or 1))
+
+
+def gang_processes(gang: Gang) -> int:
+    """The training processes ``gang`` starts: each pod's torchrun ``--nproc-per-node`` (the
+    launcher's arguments, ``args``, are torchrun's)."""
+    return sum(
+        task.replicas
+        * max(
+            (processes_per_pod([str(a) for a in c.get("args") or []]) for c in task.containers),
+            default=1,
+        )
+        for task in gang.tasks
+    )
+
+
+def oversized(gang: Gang) -> str | None:
+    """Why ``gang`` is more than this machine can run (None when it fits), with the numbers."""
+    pods, procs, cap = gang.pods, gang_processes(gang), max_local_pods()
+    if pods <= cap and procs <= cap:
+        return None
+    return (
+        f"a gang of {pods} pod(s) with {procs} training process(es) in all is more than this "
+        f"machine runs ({os.cpu_count() or 1} CPUs: at most {cap} pods and {cap} processes); "
+        "make it smaller, or run it on a cluster with `gangway submit`"
+    )
 
 
 def _stop(pods: list[_Pod], ctx: RunContext, grace: float) -> None:

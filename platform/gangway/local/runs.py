@@ -156,10 +156,39 @@ def prepare_run(
         check(manifest, overrides, sources)
     workflow = workflow_from_template(manifest, overrides)
     check_supported(workflow)  # every construct this machine cannot run, before it is recorded
+    check_locations(overrides, sources)
     # Steps import the pipeline's own module (Hera runner scripts do), as the image would.
     saved = SavedRun(workflow, str(pipeline), env={"PYTHONPATH": str(import_root(pipeline))})
     save_run(state_dir, saved)
     return LocalRun(saved, state_dir)
+
+
+def check_locations(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
+    """Refuse, before anything runs, the places a run cannot use: a ``storage-root`` it cannot
+    write (every step writes under it) and an ``s3://`` value whose bucket does not exist. A
+    permanent mistake found here would otherwise surface after earlier steps ran, and a retry
+    would replay the same value. Every problem at once, each naming its parameter."""
+    from gangway import storage
+    from gangway.errors import GangwayError, TransientError
+
+    problems: list[tuple[str, GangwayError]] = []
+    for name, value in values.items():
+        write = name == "storage-root"
+        if not value or (not write and not value.startswith("s3://")):
+            continue
+        try:
+            storage.check_location(value, write=write)
+        except GangwayError as e:
+            label = f"{sources[name]} (parameter {name})" if name in sources else f"-p {name}"
+            problems.append((f"{label}={value}: {'cannot write there: ' if write else ''}{e}", e))
+    if not problems:
+        return
+    lines = "\n".join(f"  {text}" for text, _ in problems)
+    kind = TransientError if all(isinstance(e, TransientError) for _, e in problems) else None
+    message = f"the run cannot use these places, nothing was run:\n{lines}"
+    if kind is not None:
+        raise TransientError(message + "\ntry again once they can be reached")
+    raise PermanentError(message + "\nfix these values and run again")
 
 
 def resume_run(state_dir: Path, ref: str | None) -> LocalRun:

@@ -19,6 +19,7 @@ from gangway.argo.conditions import resource_condition
 from gangway.argo.depends import task_depends
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
+from gangway.argo.scope import callers, parameter_values, static_scope
 from gangway.argo.substitution import PLACEHOLDER, fill_known
 from gangway.local._env import Secrets, secret_refs
 from gangway.retries import RETRY_POLICIES, duration_seconds
@@ -75,8 +76,11 @@ def unsupported(workflow: Mapping[str, Any], secrets: Secrets | None = None) -> 
         )
     found += list(_volumes(spec.get("volumes") or [], "spec"))
     templates = {t.get("name"): t for t in with_defaults(spec)}
+    labels = (workflow.get("metadata") or {}).get("labels") or {}
     for i, t in enumerate(with_defaults(spec)):
-        found += _template(t, f"spec.templates[{i}] ({t.get('name')})", templates, secrets)
+        where = f"spec.templates[{i}] ({t.get('name')})"
+        found += _template(t, where, templates, secrets)
+        found += list(_gang_size(t, spec, labels, where))
     entry = spec.get("entrypoint")
     if entry not in templates:
         found.append(f"spec.entrypoint {entry!r} names no template")
@@ -232,6 +236,57 @@ def _resource(t: Mapping[str, Any], where: str) -> Iterator[str]:
                 f"{where}: output {p.get('name')}: only jsonPath like "
                 "'{.status.state.phase}' is supported locally"
             )
+
+
+def _gang_size(
+    t: Mapping[str, Any], spec: Mapping[str, Any], labels: Mapping[str, str], where: str
+) -> Iterator[str]:
+    """A Volcano Job larger than this machine runs, as the workflow's values fill it (its pods
+    and processes usually come from parameters: ``-p nodes=9``), naming those parameters. A
+    manifest whose size is only known at run time is checked then."""
+    from gangway.argo.manifests import fill_manifest
+    from gangway.local._gang import oversized
+    from gangway.volcano.gang import is_job, read_gang
+
+    if "resource" not in t:
+        return
+    try:
+        job = fill_manifest(
+            str((t["resource"] or {}).get("manifest", "")), static_scope(t, spec, labels), where=""
+        )
+        problem = oversized(read_gang(job)) if is_job(job) else None
+    except Exception:  # a size known only at run time, or a manifest refused elsewhere
+        return
+    if problem is None:
+        return
+    yield f"{where}: {problem}{_sized_by(t, spec)}"
+
+
+_INPUT = re.compile(r"inputs\.parameters\.([\w-]+)")
+_WORKFLOW_PARAM = re.compile(r"\{\{\s*workflow\.parameters\.([\w-]+)\s*\}\}")
+
+
+def _sized_by(t: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """`` (set by -p nodes=9)``: the workflow parameters that reach the manifest's sizes
+    (replicas, minAvailable, --nproc-per-node) through the calling task's arguments."""
+    from gangway.step.torchrun import NPROC_FLAGS
+    from gangway.volcano.gang import size_lines
+
+    manifest = str((t.get("resource") or {}).get("manifest", ""))
+    lines = size_lines(manifest) + [
+        line for line in manifest.splitlines() if any(f in line for f in NPROC_FLAGS)
+    ]
+    inputs = {m for line in lines for m in _INPUT.findall(line)}
+    values = parameter_values(spec)
+    used = [
+        f"-p {m.group(1)}={values[m.group(1)]}"
+        for call in callers(spec, str(t.get("name")))
+        for a in (call.get("arguments") or {}).get("parameters") or []
+        if a.get("name") in inputs
+        for m in _WORKFLOW_PARAM.finditer(str(a.get("value", "")))
+        if m.group(1) in values
+    ]
+    return f" (set by {', '.join(dict.fromkeys(used))})" if used else ""
 
 
 def _retry(strategy: Mapping[str, Any], where: str) -> Iterator[str]:

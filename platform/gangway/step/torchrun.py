@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["NPROC_WORDS", "config_errors", "count_problem", "processes_per_pod"]
+__all__ = ["NPROC_FLAGS", "NPROC_WORDS", "config_errors", "count_problem", "processes_per_pod"]
 
 
 def _flag(argv: Sequence[str], *names: str) -> str | None:
@@ -22,7 +22,8 @@ def _flag(argv: Sequence[str], *names: str) -> str | None:
 
 
 NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
-_NPROC_FLAGS = ("--nproc-per-node", "--nproc_per_node")
+NPROC_FLAGS = ("--nproc-per-node", "--nproc_per_node")
+"""How torchrun spells its processes-per-pod flag."""
 
 
 def count_problem(flag: str, value: str) -> str | None:
@@ -46,7 +47,7 @@ def count_problem(flag: str, value: str) -> str | None:
 def config_errors(argv: Sequence[str]) -> list[str]:
     """What is wrong with the gang's own settings (permanent: a restart cannot fix them)."""
     errors = []
-    for flag, names in (("--nnodes", ("--nnodes",)), ("--nproc-per-node", _NPROC_FLAGS)):
+    for flag, names in (("--nnodes", ("--nnodes",)), ("--nproc-per-node", NPROC_FLAGS)):
         value = _flag(argv, *names)
         problem = None if value is None else count_problem(flag, value)
         if problem is not None:
@@ -56,5 +57,5 @@ def config_errors(argv: Sequence[str]) -> list[str]:
 
 def processes_per_pod(argv: Sequence[str]) -> int:
     """``--nproc-per-node`` as a number (1 when absent or a word like ``gpu``)."""
-    value = _flag(argv, *_NPROC_FLAGS) or "1"
+    value = _flag(argv, *NPROC_FLAGS) or "1"
     return int(value) if value.isdigit() else 1

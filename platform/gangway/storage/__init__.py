@@ -27,6 +27,7 @@ from __future__ import annotations
 from gangway.storage._digest import listing_digest, sha256_bytes, sha256_file
 from gangway.storage._local import os_errors, write_atomic
 from gangway.storage._objects import (
+    check_location,
     delete,
     download_file,
     exists,
@@ -60,6 +61,7 @@ __all__ = [
     "Manifest",
     "ObjectInfo",
     "build_manifest",
+    "check_location",
     "commit_manifest",
     "delete",
     "download_file",

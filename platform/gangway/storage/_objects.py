@@ -14,6 +14,7 @@ from gangway.storage._backend import backend_for
 from gangway.storage._types import ObjectInfo
 
 __all__ = [
+    "check_location",
     "delete",
     "download_file",
     "exists",
@@ -70,3 +71,21 @@ def upload_file(path: Path, uri: str) -> None:
 def delete(uri: str) -> None:
     """Delete an object or everything under a prefix. Deleting nothing is not an error."""
     backend_for(uri).delete()
+
+
+def check_location(uri: str, *, write: bool) -> None:
+    """Raise, naming what to fix, when ``uri`` cannot serve: with ``write``, a probe object is
+    written under it and deleted (the directory or bucket is created or must exist, and be
+    writable); else its ``s3://`` bucket must exist (a ``file://`` path is left to its
+    reader, which says what is missing)."""
+    from gangway.storage._uri import parse
+
+    loc = parse(uri)
+    if write:
+        probe = loc.child(".gangway-write-check")
+        backend_for(str(probe)).write_bytes(b"")
+        backend_for(str(probe)).delete()
+    elif loc.scheme == "s3":
+        from gangway.storage._s3 import check_bucket
+
+        check_bucket(loc)

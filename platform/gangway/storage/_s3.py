@@ -139,6 +139,12 @@ def s3_errors(what: str) -> Iterator[None]:
         ) from e
 
 
+def check_bucket(location: Location) -> None:
+    """Raise unless ``location``'s bucket exists and answers (one HeadBucket, no listing)."""
+    with s3_errors(f"s3://{location.bucket}: bucket"):
+        _client().head_bucket(Bucket=location.bucket)
+
+
 class S3Backend:
     """An ``s3://`` location: an object, or the objects under a prefix, in one bucket.
 

@@ -4,6 +4,7 @@ plugin), the whole-gang rule, and the Job as the API returns it once it has a st
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "pod_specs",
     "pytorch_env",
     "read_gang",
+    "size_lines",
 ]
 
 
@@ -223,3 +225,12 @@ def gang_problems(job: Mapping[str, Any]) -> list[tuple[str, str]]:
             )
         ]
     return []
+
+
+_SIZE_LINE = re.compile(r"^\s*(replicas|minAvailable)\s*:.*$", re.M)
+
+
+def size_lines(manifest: str) -> list[str]:
+    """The lines of a Job manifest (as a resource template holds it: text with placeholders)
+    that set its size: each task's ``replicas`` and the gang's ``minAvailable``."""
+    return [m.group(0) for m in _SIZE_LINE.finditer(manifest)]

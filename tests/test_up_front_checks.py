@@ -1,0 +1,103 @@
+"""Mistakes caught before anything runs, and never a retry suggested where it cannot help.
+
+Each of these used to surface only after staging had run, followed by "resume with: gangway
+retry", which replays the same values. One scenario per mistake, run as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_bucket
+from tests.test_cli import gangway
+
+PIPELINE = "pipelines/train_eval_infer.py"
+
+
+def _refused_up_front(res: subprocess.CompletedProcess[str], state: Path, *words: str) -> None:
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out[-3000:]
+    assert "Traceback" not in out and 'File "' not in out, out[-3000:]
+    assert "resume with" not in out and "gangway retry" not in out, out[-3000:]
+    for w in words:
+        assert w in out, out[-3000:]
+    assert not list(state.glob("runs/*/logs/*")), "a step ran"
+
+
+CPUS = os.cpu_count() or 1
+CAP = max(8, 4 * CPUS)
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        pytest.param(
+            [f"nodes={CAP + 1}"],
+            [f"a gang of {CAP + 1} pod(s)", f"at most {CAP} pods", f"-p nodes={CAP + 1}"],
+            id="more-pods-than-the-machine-runs",
+        ),
+        pytest.param(
+            ["nodes=8", "procs-per-node=64"],
+            ["with 512 training process(es)", f"{CPUS} CPUs", "-p procs-per-node=64"],
+            id="512-processes-on-a-small-machine",
+        ),
+    ],
+)
+def test_a_gang_larger_than_the_machine_is_refused_with_the_numbers(
+    tmp_path: Path, values: list[str], words: list[str]
+) -> None:
+    args = [a for v in values for a in ("-p", v)]
+    res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), *args)
+    _refused_up_front(res, tmp_path, *words, "gangway submit")
+
+
+@pytest.mark.parametrize(
+    ("root", "why"),
+    [
+        pytest.param("file:///proc/gangway-nope", "No such file or directory", id="proc"),
+        pytest.param("file:///etc/hostname/runs", "Not a directory", id="under-a-file"),
+    ],
+)
+def test_an_unwritable_storage_root_is_refused_before_staging(
+    tmp_path: Path, root: str, why: str
+) -> None:
+    res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), "-p", f"storage-root={root}")
+    _refused_up_front(res, tmp_path, f"-p storage-root={root}: cannot write there", why)
+    assert "nothing was run" in res.stderr
+
+
+def test_a_missing_bucket_is_refused_before_staging(s3_endpoint: str, tmp_path: Path) -> None:
+    bucket = make_bucket(s3_endpoint)
+    res = gangway(
+        "run",
+        PIPELINE,
+        "--state-dir",
+        str(tmp_path),
+        "-p",
+        f"storage-root=s3://{bucket}/root",
+        "-p",
+        "source=s3://gangway-no-such-bucket/corpus",
+    )
+    _refused_up_front(
+        res,
+        tmp_path,
+        "-p source=s3://gangway-no-such-bucket/corpus:",
+        "s3://gangway-no-such-bucket: bucket: not found",
+    )
+
+
+def test_a_permanent_failure_says_what_to_change_not_to_retry(tmp_path: Path) -> None:
+    """A source that does not exist fails staging for good (exit 1): the advice is to change
+    the value, not to replay it."""
+    res = gangway(
+        "run", PIPELINE, "--state-dir", str(tmp_path), "-p", f"source={tmp_path}/no-such-data"
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out[-3000:]
+    assert "Traceback" not in out
+    assert "stage failed for good (exit 1)" in out, out[-3000:]
+    assert "start a new run with it changed" in out
+    assert "resume with" not in out
