@@ -267,7 +267,7 @@ def test_submit_pins_the_image_by_digest(
     loopback_registry: tuple[FakeRegistry, dict[str, str]],
 ) -> None:
     reg, env = loopback_registry
-    res = _gangway("submit", PIPE, "--dry-run", env=env)
+    res = _gangway("submit", PIPE, "--dry-run", "--pin-image", env=env)
     assert res.returncode == 0, res.stderr
     wt, params = _objects(res.stdout)
     assert params["image"] == f"{reg.host}/gangway/runtime:v1@{DIGEST}"
@@ -275,8 +275,9 @@ def test_submit_pins_the_image_by_digest(
     defaults = {p["name"]: p["value"] for p in wt["spec"]["arguments"]["parameters"]}
     assert defaults["image"] == f"{reg.host}/gangway/runtime:v1"
     res = _gangway(
-        "submit", PIPE, "--dry-run", "-p", f"image={reg.host}/gangway/runtime:v2", env=env
-    )
+        "submit", PIPE, "--dry-run", "--pin-image", "-p", f"image={reg.host}/gangway/runtime:v2",
+        env=env,
+    )  # fmt: skip
     assert res.returncode == 0, res.stderr
     v2 = "sha256:" + hashlib.sha256(V2).hexdigest()
     assert _objects(res.stdout)[1]["image"] == f"{reg.host}/gangway/runtime:v2@{v2}"
@@ -287,8 +288,9 @@ def test_submit_of_a_tag_the_registry_does_not_have_prints_nothing(
 ) -> None:
     reg, env = loopback_registry
     res = _gangway(
-        "submit", PIPE, "--dry-run", "-p", f"image={reg.host}/gangway/runtime:v9", env=env
-    )
+        "submit", PIPE, "--dry-run", "--pin-image", "-p", f"image={reg.host}/gangway/runtime:v9",
+        env=env,
+    )  # fmt: skip
     assert res.returncode == 1 and res.stdout == ""
     assert "gangway/runtime:v9 not found; push the image first" in res.stderr
     assert "Traceback" not in res.stderr
@@ -300,10 +302,26 @@ def test_no_pin_image_sends_the_tag_and_says_so(
     reg, env = loopback_registry
     res = _gangway("submit", PIPE, "--dry-run", "--no-pin-image", env=env)
     assert res.returncode == 0, res.stderr
-    assert "image" not in _objects(res.stdout)[
-        1
-    ] and "--no-pin-image: the image goes by its tag" in (res.stderr)
+    assert "image" not in _objects(res.stdout)[1]
+    assert "dry run: the image goes by its tag" in res.stderr
     assert reg.seen == []  # the registry was not asked
+
+
+def test_a_dry_run_makes_no_network_call_unless_asked(
+    loopback_registry: tuple[FakeRegistry, dict[str, str]],
+) -> None:
+    """Neither the registry nor MLflow is asked (both on the one loopback server here); the
+    dry run says what it skipped and how to ask for it."""
+    reg, env = loopback_registry
+    env = {**env, "GANGWAY_MLFLOW_URL": f"http://{reg.host}"}
+    submit = _gangway("submit", PIPE, "--dry-run", env=env)
+    deploy = _gangway("deploy", PIPE, "--dry-run", env=env)
+    for res in (submit, deploy):
+        assert res.returncode == 0, res.stderr
+        assert "the MLflow link is left out" in res.stderr and "--check-links" in res.stderr
+    assert "registry not asked for its digest (--pin-image asks it" in submit.stderr
+    assert "image" not in _objects(submit.stdout)[1]
+    assert reg.seen == []
 
 
 def test_an_unreachable_registry_warns_a_dry_run_and_stops_a_submit(tmp_path: Path) -> None:
@@ -311,7 +329,7 @@ def test_an_unreachable_registry_warns_a_dry_run_and_stops_a_submit(tmp_path: Pa
         s.bind(("127.0.0.1", 0))
         host = f"127.0.0.1:{s.getsockname()[1]}"
     env = _registry_env(tmp_path, host)
-    dry = _gangway("submit", PIPE, "--dry-run", env=env)
+    dry = _gangway("submit", PIPE, "--dry-run", "--pin-image", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "image not pinned in this dry run" in dry.stderr and "unreachable" in dry.stderr
     assert "image" not in _objects(dry.stdout)[1]

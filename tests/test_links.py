@@ -86,13 +86,22 @@ def test_submit_dry_run_annotates_with_the_pipelines_experiment(mlflow_server: s
         "submit",
         "pipelines/train_eval_infer.py",
         "--dry-run",
+        "--check-links",
         env={"GANGWAY_MLFLOW_URL": mlflow_server},
     )
     assert res.returncode == 0, res.stderr
     wt, wf = [d for d in yaml.safe_load_all(res.stdout) if d]
     assert wt["spec"]["workflowMetadata"]["annotations"][EXPERIMENT_ANNOTATION] == exp
     assert wf["metadata"]["annotations"][EXPERIMENT_ANNOTATION] == exp
-    res = _gangway("submit", "pipelines/train_eval_infer.py", "--dry-run")
+    # Not asked, a dry run does not call MLflow, and says what it left out.
+    res = _gangway(
+        "submit", "pipelines/train_eval_infer.py", "--dry-run",
+        env={"GANGWAY_MLFLOW_URL": mlflow_server},
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "the MLflow link is left out" in res.stderr and "--check-links" in res.stderr
+    assert EXPERIMENT_ANNOTATION not in res.stdout
+    res = _gangway("submit", "pipelines/train_eval_infer.py", "--dry-run", "--check-links")
     assert res.returncode == 0 and "set GANGWAY_MLFLOW_URL" in res.stderr
     assert EXPERIMENT_ANNOTATION not in res.stdout
 

@@ -24,12 +24,22 @@ ClusterOpt = Annotated[
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="print the objects, send nothing")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="defaults to the cluster's")]
 ManifestArg = Annotated[Path, typer.Argument(help="a pipeline file (.py) or YAML manifests")]
-NoPinOpt = Annotated[
+PinOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--pin-image/--no-pin-image",
+        help="pin the image by digest (the registry is asked; a submit does by default, a dry "
+        "run only when given --pin-image) — or send it as given (by tag): the lineage then "
+        "records a tag that may move",
+        show_default=False,
+    ),
+]
+CheckLinksOpt = Annotated[
     bool,
     typer.Option(
-        "--no-pin-image",
-        help="send the image as given (by tag), not pinned by digest: the registry is not asked, "
-        "and the lineage records a tag that may move",
+        "--check-links",
+        help="dry run: ask MLflow for the pipeline's experiment, for the Argo UI link (a dry "
+        "run makes no network call unless asked)",
     ),
 ]
 
@@ -80,11 +90,21 @@ def _mlflow_url(cluster: str | None) -> str | None:
     return os.environ.get("GANGWAY_MLFLOW_URL") or None
 
 
-def _link_mlflow(plan: Any, mlflow_url: str | None, *, create: bool) -> Any:
-    """Annotate the plan with each pipeline's MLflow experiment id for the Argo UI link."""
+def _link_mlflow(plan: Any, mlflow_url: str | None, *, create: bool, ask: bool = True) -> Any:
+    """Annotate the plan with each pipeline's MLflow experiment id for the Argo UI link
+    (``ask=False``: a dry run that was not asked to call MLflow says it left the link out)."""
     from gangway.links import experiment_id
     from gangway.submission import pipeline_of, with_experiments
 
+    if mlflow_url and not ask:
+        err_console.print(
+            f"dry run: the MLflow link is left out, {mlflow_url} not asked for the experiment "
+            "(--check-links asks it)",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+        return plan
     if not mlflow_url:
         err_console.print(
             "[yellow]no MLflow link in the Argo UI: set GANGWAY_MLFLOW_URL (or mlflow_url: "
@@ -144,10 +164,18 @@ def _pinned_image(
     from gangway.provenance import pinned_image_param
 
     if not pin:
-        err_console.print(
-            "[yellow]--no-pin-image: the image goes by its tag, which may move; the lineage "
-            "records the tag, not the digest that ran[/]"
-        )
+        if dry_run:
+            err_console.print(
+                "dry run: the image goes by its tag, the registry not asked for its digest "
+                "(--pin-image asks it; a submit pins it)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        else:
+            err_console.print(
+                "[yellow]--no-pin-image: the image goes by its tag, which may move; the lineage "
+                "records the tag, not the digest that ran[/]"
+            )
         return {}
     try:
         return pinned_image_param(obj, params, pin=pin_image)
@@ -237,13 +265,17 @@ def submit_cmd(
     gpu_type: GpuTypeOpt = None,
     within: WithinOpt = None,
     data_region: RegionOpt = None,
-    no_pin_image: NoPinOpt = False,
+    pin_image: PinOpt = None,
+    check_links: CheckLinksOpt = False,
 ) -> None:
     """Lint, create-or-update the WorkflowTemplate, and start a Workflow from it.
 
     The `image` parameter (-p image=, else the pipeline's default) is pinned by digest: the
     registry is asked for the tag's digest, and the workflow runs (and its lineage records)
     NAME:TAG@sha256:…; --no-pin-image sends the tag.
+
+    --dry-run prints the exact objects and makes no network call unless asked: the image
+    goes by its tag (--pin-image pins it) and the MLflow link is left out (--check-links).
 
     With --cluster auto, Gangway first decides where the gangs go (admission and placement
     over a snapshot of the clusters), prints the decision with the alternatives, writes the
@@ -265,20 +297,22 @@ def submit_cmd(
             "--snapshot, --gpu-type, --within and --data-region go with --cluster auto"
         )
     _lint_or_fail(objs, params)
-    pin = not no_pin_image
     if dry_run:
-        params.update(_pinned_image(objs[0], params, pin=pin, dry_run=True))
+        params.update(_pinned_image(objs[0], params, pin=bool(pin_image), dry_run=True))
         plan = submit_plan(
             objs[0],
             _dry_params(pipeline, objs[0], params, cluster),
             namespace or _team_namespace(objs[0], "argo"),
         )
-        plan = _link_mlflow(plan, _mlflow_url(cluster), create=False)
+        plan = _link_mlflow(plan, _mlflow_url(cluster), create=False, ask=check_links)
         _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
         return
     from gangway.submission import apply_plan
 
     c, api = _connect(cluster)
+    if check_links:
+        raise PermanentError("--check-links goes with --dry-run (a submit always links)")
+    pin = pin_image is not False
     params.update(_pinned_image(objs[0], params, pin=pin, dry_run=False))
     params.update(_provenance(pipeline, objs[0], params, c.name))
     plan = submit_plan(objs[0], params, namespace or _team_namespace(objs[0], c.namespace))
@@ -297,8 +331,12 @@ def deploy_cmd(
     cluster: ClusterOpt = None,
     namespace: NamespaceOpt = None,
     dry_run: DryRunOpt = False,
+    check_links: CheckLinksOpt = False,
 ) -> None:
-    """Create-or-update WorkflowTemplates and CronWorkflows (running it twice changes nothing)."""
+    """Create-or-update WorkflowTemplates and CronWorkflows (running it twice changes nothing).
+
+    --dry-run prints the exact objects and makes no network call unless asked (--check-links
+    asks MLflow for the experiment of the Argo UI link)."""
     from gangway.submission import deploy_plan
 
     objs = load_manifests(pipeline)
@@ -308,11 +346,14 @@ def deploy_cmd(
             deploy_plan(objs, namespace or _team_namespace(objs[0], "argo")),
             _mlflow_url(cluster),
             create=False,
+            ask=check_links,
         )
         _print_objects(plan.upserts)
         return
     from gangway.submission import apply_plan
 
+    if check_links:
+        raise PermanentError("--check-links goes with --dry-run (a deploy always links)")
     c, api = _connect(cluster)
     ns = namespace or _team_namespace(objs[0], c.namespace)
     plan = _link_mlflow(deploy_plan(objs, ns), c.mlflow_url, create=True)
