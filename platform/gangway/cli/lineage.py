@@ -87,21 +87,29 @@ def lineage_cmd(
         else:
             _sync(target, spool or [], namespace)
         return
-    from gangway.lineage.query import parse_ref
-
-    parse_ref(ref)  # a typo is reported before any store is looked for
     if follow or namespace or other_store:
         raise PermanentError(
             "--follow, --namespace and --other-store go with `gangway lineage sync`"
         )
+    _trace(ref, tracking_uri, state_dir, as_json=as_json, depth=depth)
+
+
+def _trace(
+    ref: str, tracking_uri: str | None, state_dir: Path, *, as_json: bool, depth: int
+) -> None:
+    """Walk the graph from ``ref`` both ways and print it (trees, or JSON)."""
+    from gangway.lineage.query import parse_ref
+
+    parse_ref(ref)  # a typo is reported before any store is looked for
     tracking_uri = tracking_uri or _local_store(state_dir)
     check(tracking_uri, write=False)
     from gangway.lineage.graph import build_graph, walk
     from gangway.lineage.query import load_snapshot, resolve
     from gangway.lineage.render import text_lines, to_json
 
+    client = store.client(tracking_uri, write=False)
     try:
-        snap = load_snapshot(store.client(tracking_uri, write=False))
+        snap = load_snapshot(client)
     except Exception as e:
         raise TransientError(f"cannot read lineage from {tracking_uri}: {e}") from None
     graph, root = resolve(build_graph(snap), ref)
