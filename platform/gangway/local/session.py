@@ -18,7 +18,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from gangway.contract import ENV_STEP, EXIT_PERMANENT
 from gangway.lineage.follow import Replayer
 from gangway.local._model import NodeResult, RunResult
 from gangway.local._suspend import SUSPENDED
@@ -100,18 +102,44 @@ class Finished:
 
     @property
     def unsent(self) -> str | None:
-        """When lineage records are not in MLflow yet: the command that sends them."""
+        """When lineage records are not in MLflow yet: the command that sends them (to the
+        store the spool records, the run's own)."""
         state = self.lineage
         if state is None or not (state.error or state.pending):
             return None
-        spool, tracking = shlex.quote(self.run.spool), shlex.quote(self.tracking_uri)
-        return f"gangway lineage sync --spool {spool} --tracking-uri {tracking}"
+        return f"gangway lineage sync --spool {shlex.quote(self.run.spool)}"
+
+    @property
+    def permanent_failure(self) -> NodeResult | None:
+        """The step that failed for good — a Gangway step (it keeps the exit-code contract)
+        that exited 1, the permanent error: a retry with the same values cannot help — when
+        that is why the run failed (not a signal, not a transient or unknown failure; any
+        other program's exit 1 may mean anything)."""
+        r = self.result
+        if r.interrupted is not None or r.error:
+            return None
+        failed = [n for n in r.nodes if n.phase in ("Failed", "Error")]
+        steps = _contract_steps(self.run.saved.workflow)
+        if failed and all(n.exit_code == EXIT_PERMANENT and n.template in steps for n in failed):
+            return failed[0]
+        return None
 
     @property
     def retry_command(self) -> str:
         q = shlex.quote
         state_dir = q(str(self.run.state_dir.resolve()))
         return f"gangway retry {q(self.result.name)} --state-dir {state_dir}"
+
+
+def _contract_steps(workflow: Mapping[str, Any]) -> set[str]:
+    """The templates that run a Gangway step (:data:`gangway.contract.ENV_STEP` in their
+    environment), whose exit codes follow the contract."""
+    out = set()
+    for t in (workflow.get("spec") or {}).get("templates") or []:
+        body = t.get("container") or t.get("script") or {}
+        if any(e.get("name") == ENV_STEP for e in body.get("env") or []):
+            out.add(str(t.get("name")))
+    return out
 
 
 def run_pipeline(
