@@ -100,7 +100,7 @@ def test_unwritable_storage_root_names_the_path(tmp_path: Path) -> None:
         "-p",
         "mlflow-tracking-uri=",
     )
-    _one_clear_line(res, "stage failed", "cannot write file:///proc/nope/", "check the path")
+    _one_clear_line(res, "nothing was run", "cannot write file:///proc/nope/", "check the path")
 
 
 def test_non_integer_train_steps_is_refused_before_staging_runs(tmp_path: Path) -> None:
@@ -301,3 +301,147 @@ def test_ls_skips_dangling_links_and_names_a_bad_endpoint(tmp_path: Path) -> Non
     env = {**os.environ, "AWS_ENDPOINT_URL": "not-a-url", "AWS_ACCESS_KEY_ID": "x"}
     env["AWS_SECRET_ACCESS_KEY"] = "y"
     _one_clear_line(gangway("ls", "s3://my-bucket/x", env=env), "check AWS_ENDPOINT_URL")
+
+
+def _recorded(state_dir: Path, name: str, phase: str, created: float) -> None:
+    """A run recorded in ``state_dir`` as ``gangway run`` leaves it, ended in ``phase``."""
+    from gangway.local.state import SavedRun, save_nodes, save_run
+
+    meta = {"name": name, "uid": f"uid-{name}"}
+    save_run(state_dir, SavedRun({"metadata": meta}, "p.py", created=created))
+    save_nodes(state_dir, name, [], phase)
+
+
+@pytest.mark.parametrize(
+    ("runs", "ref", "message"),
+    [
+        pytest.param(
+            [("demo", "wf-old", "Succeeded"), ("demo", "wf-new", "Failed")],
+            None,
+            ".gangway/demo has wf-new (Failed): `gangway retry --state-dir .gangway/demo`",
+            id="newest-below-failed",
+        ),
+        pytest.param(
+            [("demo", "wf-old", "Failed"), ("demo", "wf-new", "Succeeded")],
+            None,
+            "has wf-old (Failed): `gangway retry wf-old --state-dir .gangway/demo`",
+            id="older-below-failed-newest-succeeded",
+        ),
+        pytest.param(
+            [("demo", "wf-a", "Failed"), ("nb", "wf-b", "Running")],
+            None,
+            ".gangway/nb has wf-b (Running): `gangway retry --state-dir .gangway/nb`",
+            id="newest-of-two-state-dirs",
+        ),
+        pytest.param(
+            [("demo", "wf-a", "Succeeded"), ("demo", "wf-b", "Succeeded")],
+            None,
+            "every run below it succeeded (newest: wf-b in .gangway/demo): nothing to retry",
+            id="everything-below-succeeded",
+        ),
+        pytest.param(
+            [("demo", "wf-a", "Failed"), ("demo", "wf-b", "Failed")],
+            "wf-a",
+            "has wf-a (Failed): `gangway retry wf-a --state-dir .gangway/demo`",
+            id="named-run-below",
+        ),
+        pytest.param(
+            [("demo", "wf-a", "Failed")],
+            "wf-x",
+            "no local runs in .gangway: start one with `gangway run PIPELINE --state-dir .gangway`",
+            id="named-run-nowhere",
+        ),
+    ],
+)
+def test_retry_in_the_default_state_dir_names_the_one_below_that_has_the_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    runs: list[tuple[str, str, str]],
+    ref: str | None,
+    message: str,
+) -> None:
+    """`make demo` runs with --state-dir .gangway/demo and `gangway retry` defaults to
+    .gangway: the error names the state directory and the exact command, and nothing runs
+    from there in its place (its storage, logs and MLflow store are its own)."""
+    from gangway.errors import NotFoundError
+    from gangway.local.state import find_run
+
+    monkeypatch.chdir(tmp_path)
+    for created, (sub, name, phase) in enumerate(runs):
+        _recorded(Path(".gangway") / sub, name, phase, created=1000.0 + created)
+    with pytest.raises(NotFoundError) as got:
+        find_run(Path(".gangway"), ref)
+    assert message in str(got.value)
+    assert str(got.value).startswith("no local runs in .gangway")
+
+
+def test_bare_retry_after_make_demo_names_its_state_dir(tmp_path: Path) -> None:
+    """The user's own steps: `make demo`, the run interrupted, then a bare `gangway retry`;
+    the command it names finds the run."""
+    from gangway.local.state import find_run
+
+    _recorded(tmp_path / ".gangway" / "demo", "train-eval-infer-99d0aa", "Failed", time.time())
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    res = gangway("retry", cwd=tmp_path)
+    _one_clear_line(
+        res,
+        "no local runs in .gangway; .gangway/demo has train-eval-infer-99d0aa (Failed)",
+        "`gangway retry --state-dir .gangway/demo` retries it there",
+    )
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert find_run(tmp_path / ".gangway" / "demo", None).name == "train-eval-infer-99d0aa"
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        pytest.param("afile/wt.yaml", "afile is a file, not a directory", id="parent-is-a-file"),
+        pytest.param("ro/wt.yaml", "ro is not writable; give a directory you can", id="read-only"),
+        pytest.param("ro", "not a regular file; give a file path", id="a-directory"),
+        pytest.param("", "-o: give a file path", id="empty-path"),
+    ],
+)
+def test_compile_output_that_cannot_be_written_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, says: str
+) -> None:
+    """`compile -o` used to end in a FileNotFoundError, NotADirectoryError or PermissionError
+    traceback; now one line names the path and what to do, before compiling."""
+    from typer.testing import CliRunner
+
+    from gangway.cli import app
+
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "ro").mkdir()
+    real_access = os.access  # root writes anywhere: the check is what is under test
+    read_only = tmp_path / "ro"
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode: not (mode & os.W_OK and Path(p) == read_only) and real_access(p, mode),
+    )
+    out = str(tmp_path / where) if where else ""
+    res = CliRunner().invoke(app, ["compile", PIPELINE, "-o", out])
+    assert isinstance(res.exception, PermanentError), res.output
+    assert str(res.exception).startswith("-o") and says in str(res.exception)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["afile", "ro"]
+
+
+def test_compile_output_into_a_missing_directory_makes_it(tmp_path: Path) -> None:
+    """`-o out/wt.yaml` makes out/, as `mkdir -p` would; the file is what stdout gets."""
+    from typer.testing import CliRunner
+
+    from gangway.cli import app
+
+    target = tmp_path / "out" / "nested" / "wt.yaml"
+    res = CliRunner().invoke(app, ["compile", PIPELINE, "-o", str(target)])
+    assert res.exit_code == 0, res.output
+    assert res.output == f"wrote {target}\n"
+    assert target.read_text() == CliRunner().invoke(app, ["compile", PIPELINE]).output
+    assert [p.name for p in target.parent.iterdir()] == ["wt.yaml"]  # no temporary left
+
+
+def test_compile_into_a_file_as_directory_prints_no_traceback(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    res = gangway("compile", PIPELINE, "-o", str(tmp_path / "afile" / "wt.yaml"))
+    _one_clear_line(res, f"error: -o {tmp_path}/afile/wt.yaml: {tmp_path}/afile is a file")
+    assert res.stderr.count("\n") == 1 and res.stdout == ""
