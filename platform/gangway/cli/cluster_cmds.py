@@ -11,6 +11,7 @@ import yaml
 from rich.table import Table
 from rich.text import Text
 
+from gangway.cli._lookups import CheckLinksOpt, PinOpt, link_mlflow, mlflow_url, pinned_image
 from gangway.cli._output import console, err_console
 from gangway.cli.options import load_manifests, parse_params
 from gangway.cli.scheduling import GpuTypeOpt, RegionOpt, SnapshotOpt, WithinOpt
@@ -24,24 +25,6 @@ ClusterOpt = Annotated[
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="print the objects, send nothing")]
 NamespaceOpt = Annotated[str | None, typer.Option(help="defaults to the cluster's")]
 ManifestArg = Annotated[Path, typer.Argument(help="a pipeline file (.py) or YAML manifests")]
-PinOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--pin-image/--no-pin-image",
-        help="pin the image by digest (the registry is asked; a submit does by default, a dry "
-        "run only when given --pin-image) — or send it as given (by tag): the lineage then "
-        "records a tag that may move",
-        show_default=False,
-    ),
-]
-CheckLinksOpt = Annotated[
-    bool,
-    typer.Option(
-        "--check-links",
-        help="dry run: ask MLflow for the pipeline's experiment, for the Argo UI link (a dry "
-        "run makes no network call unless asked)",
-    ),
-]
 
 
 def _team_namespace(obj: dict[str, Any], fallback: str) -> str:
@@ -79,52 +62,6 @@ def _print_objects(objs: list[dict[str, Any]]) -> None:
     typer.echo(yaml.safe_dump_all(objs, sort_keys=False), nl=False)
 
 
-def _mlflow_url(cluster: str | None) -> str | None:
-    """Where users reach MLflow, for a dry run (which must work with no cluster configured)."""
-    import os
-
-    if cluster:
-        from gangway.cluster import resolve_cluster
-
-        return resolve_cluster(cluster).mlflow_url
-    return os.environ.get("GANGWAY_MLFLOW_URL") or None
-
-
-def _link_mlflow(plan: Any, mlflow_url: str | None, *, create: bool, ask: bool = True) -> Any:
-    """Annotate the plan with each pipeline's MLflow experiment id for the Argo UI link
-    (``ask=False``: a dry run that was not asked to call MLflow says it left the link out)."""
-    from gangway.links import experiment_id
-    from gangway.submission import pipeline_of, with_experiments
-
-    if mlflow_url and not ask:
-        err_console.print(
-            f"dry run: the MLflow link is left out, {mlflow_url} not asked for the experiment "
-            "(--check-links asks it)",
-            highlight=False,
-            soft_wrap=True,
-            markup=False,
-        )
-        return plan
-    if not mlflow_url:
-        err_console.print(
-            "[yellow]no MLflow link in the Argo UI: set GANGWAY_MLFLOW_URL (or mlflow_url: "
-            "in the cluster config) to the MLflow server users open[/]"
-        )
-        return plan
-    ids: dict[str, str] = {}
-    for name in sorted({pipeline_of(o) for o in plan.upserts}):
-        try:
-            found = experiment_id(mlflow_url, name, create=create)
-        except Exception as e:
-            err_console.print(f"[yellow]no MLflow link: {mlflow_url} did not answer: {e}[/]")
-            return plan
-        if found is None:
-            err_console.print(f"note: experiment {name!r} does not exist yet; submit creates it")
-        else:
-            ids[name] = found
-    return with_experiments(plan, ids)
-
-
 def _provenance(
     pipeline: Path, obj: dict[str, Any], params: dict[str, str], cluster: str
 ) -> dict[str, str]:
@@ -150,44 +87,6 @@ def _dry_params(
     pipeline: Path, obj: dict[str, Any], params: dict[str, str], cluster: str | None
 ) -> dict[str, str]:
     return {**params, **_provenance(pipeline, obj, params, cluster or "env")}
-
-
-def _pinned_image(
-    obj: dict[str, Any], params: dict[str, str], *, pin: bool, dry_run: bool
-) -> dict[str, str]:
-    """The ``image`` parameter pinned by digest (:mod:`gangway.images`), for the workflow and
-    its lineage. A dry run whose registry cannot be reached shows the tag, with a warning."""
-    from rich.markup import escape
-
-    from gangway.errors import TransientError
-    from gangway.images import pin_image
-    from gangway.provenance import pinned_image_param
-
-    if not pin:
-        if dry_run:
-            err_console.print(
-                "dry run: the image goes by its tag, the registry not asked for its digest "
-                "(--pin-image asks it; a submit pins it)",
-                highlight=False,
-                soft_wrap=True,
-            )
-        else:
-            err_console.print(
-                "[yellow]--no-pin-image: the image goes by its tag, which may move; the lineage "
-                "records the tag, not the digest that ran[/]"
-            )
-        return {}
-    try:
-        return pinned_image_param(obj, params, pin=pin_image)
-    except TransientError as e:
-        if not dry_run:
-            raise TransientError(f"{e}; nothing was sent (--no-pin-image sends the tag)") from None
-        err_console.print(
-            f"[yellow]image not pinned in this dry run: {escape(str(e))}; a submit would stop "
-            "here[/]",
-            soft_wrap=True,
-        )
-        return {}
 
 
 def _connect(cluster: str | None) -> tuple[Any, Any]:
@@ -298,13 +197,13 @@ def submit_cmd(
         )
     _lint_or_fail(objs, params)
     if dry_run:
-        params.update(_pinned_image(objs[0], params, pin=bool(pin_image), dry_run=True))
+        params.update(pinned_image(objs[0], params, pin=bool(pin_image), dry_run=True))
         plan = submit_plan(
             objs[0],
             _dry_params(pipeline, objs[0], params, cluster),
             namespace or _team_namespace(objs[0], "argo"),
         )
-        plan = _link_mlflow(plan, _mlflow_url(cluster), create=False, ask=check_links)
+        plan = link_mlflow(plan, mlflow_url(cluster), create=False, ask=check_links)
         _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
         return
     from gangway.submission import apply_plan
@@ -313,10 +212,10 @@ def submit_cmd(
     if check_links:
         raise PermanentError("--check-links goes with --dry-run (a submit always links)")
     pin = pin_image is not False
-    params.update(_pinned_image(objs[0], params, pin=pin, dry_run=False))
+    params.update(pinned_image(objs[0], params, pin=pin, dry_run=False))
     params.update(_provenance(pipeline, objs[0], params, c.name))
     plan = submit_plan(objs[0], params, namespace or _team_namespace(objs[0], c.namespace))
-    plan = _link_mlflow(plan, c.mlflow_url, create=True)
+    plan = link_mlflow(plan, c.mlflow_url, create=True)
     done, created = apply_plan(plan, api)
     for line in done:
         console.print(line)
@@ -342,9 +241,9 @@ def deploy_cmd(
     objs = load_manifests(pipeline)
     _lint_or_fail(objs)
     if dry_run:
-        plan = _link_mlflow(
+        plan = link_mlflow(
             deploy_plan(objs, namespace or _team_namespace(objs[0], "argo")),
-            _mlflow_url(cluster),
+            mlflow_url(cluster),
             create=False,
             ask=check_links,
         )
@@ -356,7 +255,7 @@ def deploy_cmd(
         raise PermanentError("--check-links goes with --dry-run (a deploy always links)")
     c, api = _connect(cluster)
     ns = namespace or _team_namespace(objs[0], c.namespace)
-    plan = _link_mlflow(deploy_plan(objs, ns), c.mlflow_url, create=True)
+    plan = link_mlflow(deploy_plan(objs, ns), c.mlflow_url, create=True)
     done, _ = apply_plan(plan, api)
     for line in done:
         console.print(line)
