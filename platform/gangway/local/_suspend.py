@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -40,8 +41,16 @@ def resume(
     ``values`` for their ``supplied`` outputs; returns the file written."""
     root = state_dir.resolve() / "runs" / workflow
     if not root.is_dir():
+        from gangway.local.state import runs_below
+
         runs = sorted(p.name for p in (state_dir.resolve() / "runs").glob("*") if p.is_dir())
         known = f"; runs there: {', '.join(runs)}" if runs else ""
+        below = next((d for d, r in runs_below(state_dir) if workflow in (r.name, r.uid)), None)
+        if below is not None:
+            known += (
+                f"; it is in {below}: `gangway resume {shlex.quote(workflow)} --state-dir "
+                f"{shlex.quote(str(below))}`"
+            )
         raise NotFoundError(f"no local run named {workflow!r} in {state_dir}{known}")
     if not _running(root):
         raise PermanentError(
