@@ -380,10 +380,11 @@ def test_an_empty_product_value_is_blamed() -> None:
     }
 
 
-def _problem_column(table: str) -> str:
-    """The last column of the findings table, its wrapped lines joined back."""
-    cells = [line.split("│")[-2] for line in table.splitlines() if line.startswith("│")]
-    return " ".join(" ".join(cells).split())
+def _problems(out: str) -> str:
+    """The problems of the findings (the lines indented under each), wrapped lines joined
+    back."""
+    lines = [line for line in out.splitlines() if line.startswith("    ")]
+    return " ".join(" ".join(lines).split())
 
 
 def test_gangway_lint_p_reports_them(schemas: CrdSchemas, tmp_path: Path) -> None:
@@ -391,7 +392,7 @@ def test_gangway_lint_p_reports_them(schemas: CrdSchemas, tmp_path: Path) -> Non
     f.write_text(yaml.safe_dump(workflow()))
     bad = gangway("lint", str(f), "-p", "gpus=0", "-p", "gpu-product=NVIDIA-B200")
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    problems = _problem_column(bad.stdout)
+    problems = _problems(bad.stdout)
     assert f"{TAINT}; remove the toleration (caused by -p gpus)" in problems
     assert "'NVIDIA-B200' is not a GPU product the platform config knows" in problems
     assert "2 error(s), 3 warning(s)" in bad.stdout

@@ -171,11 +171,13 @@ def test_submit_cluster_auto_mistakes(args: list[str], says: str) -> None:
 def test_snapshot_save_refuses_an_output_that_is_not_a_file(tmp_path: Path) -> None:
     res = gangway("snapshot", "save", "-o", str(tmp_path))
     assert res.returncode == 1 and "not a regular file" in res.stderr
-    res = gangway("snapshot", "save", "-o", str(tmp_path / "no" / "s.yaml"))
-    assert res.returncode == 1 and "no directory" in res.stderr
+    blocker = tmp_path / "f"  # a missing directory is made; a file in the way is refused
+    blocker.write_text("")
+    res = gangway("snapshot", "save", "-o", str(blocker / "s.yaml"))
+    assert res.returncode == 1 and f"{blocker} is a file, not a directory" in res.stderr
     res = gangway("snapshot", "save", "-o", "")
     assert res.returncode == 1 and "-o: give a file path" in res.stderr
-    assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == [blocker]
 
 
 def test_placement_options_need_cluster_auto() -> None:

@@ -392,6 +392,20 @@ def test_bare_retry_after_make_demo_names_its_state_dir(tmp_path: Path) -> None:
     assert find_run(tmp_path / ".gangway" / "demo", None).name == "train-eval-infer-99d0aa"
 
 
+def test_resume_of_a_run_in_the_state_dir_below_names_it(tmp_path: Path) -> None:
+    """`gangway resume NAME` after `make demo` (which runs in .gangway/demo) says where the
+    run is, with the command, instead of only 'no local run named'."""
+    from gangway.errors import NotFoundError
+    from gangway.local._suspend import resume
+
+    _recorded(tmp_path / ".gangway" / "demo", "wf-waiting", "Running", time.time())
+    with pytest.raises(NotFoundError) as e:
+        resume(tmp_path / ".gangway", "wf-waiting")
+    assert f"it is in {tmp_path}/.gangway/demo: `gangway resume wf-waiting --state-dir" in str(
+        e.value
+    )
+
+
 @pytest.mark.parametrize(
     ("where", "says"),
     [

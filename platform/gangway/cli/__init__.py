@@ -18,11 +18,12 @@ from gangway.cli import (
     scheduling,
     simulate,
 )
+from gangway.cli._help import command_group
 from gangway.errors import GangwayError
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
+app = command_group(
     name="gangway",
     help=(
         "Gangway: ML pipelines on Argo Workflows, gang-scheduled PyTorch training on Volcano, "

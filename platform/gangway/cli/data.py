@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from gangway import storage
 from gangway.cli._output import console, human_bytes
@@ -17,16 +16,19 @@ __all__ = ["ls"]
 def ls(
     uri: Annotated[str, typer.Argument(help="file:///path, a local path, or s3://bucket/prefix")],
 ) -> None:
-    """List the objects under URI with their sizes, and whether the directory is published."""
+    """List the objects under URI with their sizes, and whether the directory is published.
+
+    One object a line, its size first and its key (relative to URI) whole: a key is never cut,
+    so two keys never look the same; a long one runs on past the edge of the screen.
+    """
     objects = storage.list_objects(uri)
     if not objects:
         raise NotFoundError(f"{uri}: nothing there (no object and no prefix); check the URI")
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("object")
-    table.add_column("size", justify="right")
-    for obj in objects:
-        table.add_row(obj.key or uri, human_bytes(obj.size))
-    console.print(table)
+    sizes = [human_bytes(obj.size) for obj in objects]
+    wide = max(len(s) for s in [*sizes, "size"])
+    console.print(f"{'size':>{wide}}  object", style="bold", highlight=False)
+    rows = (f"{size:>{wide}}  {obj.key or uri}" for size, obj in zip(sizes, objects, strict=True))
+    console.print("\n".join(rows), soft_wrap=True, markup=False, highlight=False)
     manifest = storage.read_manifest(uri)
     total = human_bytes(sum(o.size for o in objects))
     state = f"published, digest {manifest.digest}" if manifest else "no manifest (not published)"

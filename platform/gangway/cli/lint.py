@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from gangway.cli._output import console
+from gangway.cli._output import console, wrapped
 from gangway.cli.options import load_manifests, parse_params
 from gangway.errors import PermanentError
 
@@ -72,14 +71,7 @@ def lint_cmd(
             findings += [
                 (target, f) for f in _findings(obj, values, schemas, platform=not no_platform)
             ]
-    if findings:
-        table = Table(header_style="bold", show_lines=False)
-        for col in ("file", "object", "field", "problem"):
-            table.add_column(col, overflow="fold")
-        for target, f in findings:
-            colour = "red" if f.severity == "error" else "yellow"
-            table.add_row(str(target), f.obj, f.path, Text(f.message, style=colour))
-        console.print(table)
+    _show(findings)
     errors = sum(f.severity == "error" for _, f in findings)
     skipped = " (platform rules skipped: --no-platform)" if no_platform else ""
     console.print(
@@ -88,6 +80,24 @@ def lint_cmd(
     )
     if errors:
         raise typer.Exit(1)
+
+
+def _show(findings: list[tuple[Path, Any]]) -> None:
+    """Each finding under its file and object: the severity and field path on one line, the
+    problem and what to do below it, wrapped at word boundaries; no table, so a pipe or a
+    narrow terminal reads it as it is."""
+    heading = None
+    for target, f in findings:
+        if (target, f.obj) != heading:
+            heading = (target, f.obj)
+            console.print(f"{target}: {f.obj}" if f.obj else str(target), **_PLAIN, style="bold")
+        line = Text("  ").append(f.severity, "red" if f.severity == "error" else "yellow")
+        console.print(line.append(f": {f.path or '(root)'}"), **_PLAIN)
+        console.print(wrapped(f.message, console.width, first="    ", rest="    "), **_PLAIN)
+
+
+_PLAIN: dict[str, Any] = {"soft_wrap": True, "markup": False, "highlight": False}
+"""A line as it is: never wrapped (a path stays whole), never read as markup."""
 
 
 def _schemas(crds: Path | None, context: str | None) -> CrdSchemas:

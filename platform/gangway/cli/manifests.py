@@ -8,12 +8,13 @@ from typing import Annotated
 
 import typer
 
-from gangway.cli._output import console
+from gangway.cli._help import command_group
+from gangway.cli._output import console, output_dir
 from gangway.errors import PermanentError
 
 __all__ = ["app"]
 
-app = typer.Typer(
+app = command_group(
     help="Cluster-side manifests (Volcano queues, priorities, topology, RBAC, admission "
     "policies, Argo and MLflow) rendered from the platform config.",
     no_args_is_help=True,
@@ -26,9 +27,12 @@ def render_cmd(
         Path | None,
         typer.Option(help="the platform config [env: GANGWAY_CONFIG; default: the example]"),
     ] = None,
-    output: Annotated[Path, typer.Option("-o", "--output", help="write the files here")] = Path(
-        "manifests"
-    ),
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o", "--output", help="write the files under this directory (made if missing)"
+        ),
+    ] = Path("manifests"),
     diff: Annotated[
         Path | None,
         typer.Option(
@@ -47,9 +51,8 @@ def render_cmd(
     from gangway.render import differences, render, write
 
     files = render(load_config(config))
-    for where, flag in ((diff, "--diff"), (output, "-o")):
-        if where is not None and where.exists() and not where.is_dir():
-            raise PermanentError(f"{flag} {where}: not a directory")
+    if diff is not None and diff.exists() and not diff.is_dir():
+        raise PermanentError(f"--diff {diff}: not a directory")
     if diff is not None and not diff.is_dir():
         raise PermanentError(f"--diff {diff}: no such directory (render into it with -o first)")
     if diff is not None:
@@ -67,6 +70,7 @@ def render_cmd(
         if changed:
             raise typer.Exit(1)
         return
+    output_dir(output, "-o")
     try:
         changed = write(files, output)
     except OSError as e:  # e.g. a file where a directory must be

@@ -2,88 +2,47 @@
 
 from __future__ import annotations
 
-import json
+import shlex
 import signal
-import threading
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.live import Live
-from rich.table import Table
 
-from gangway.cli._output import console, err_console
+from gangway.cli._output import console, err_console, output_file, wrapped, write_output
+from gangway.cli._progress import progress, steps_table
 from gangway.cli.options import ParamOpt, PipelineArg, StateDirOpt, parse_params
+from gangway.contract import EXIT_TRANSIENT
 
 if TYPE_CHECKING:
-    from gangway.local import LocalExecutor, NodeResult
-    from gangway.local.session import Finished, Watch
+    from gangway.local import LocalExecutor
+    from gangway.local.session import Finished
 
 __all__ = ["compile_cmd", "retry_cmd", "run_cmd"]
 
 
 def compile_cmd(
     pipeline: PipelineArg,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="write here")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="write the YAML to this file, not to stdout (missing directories are made)",
+        ),
+    ] = None,
 ) -> None:
     """Compile PIPELINE to the Argo manifest (YAML) that `gangway submit` would send."""
     from gangway.compiler import compile_documents, to_yaml
 
+    if output is not None:
+        output_file(output)  # a mistake here is not found after compiling
     text = to_yaml(compile_documents(pipeline))
-    if output:
-        output.write_text(text)
-        console.print(f"wrote {output}")
+    if output is not None:
+        write_output(output, text)
+        console.print(f"wrote {output}", soft_wrap=True, highlight=False, markup=False)
     else:
         typer.echo(text, nl=False)
-
-
-_STYLE = {
-    "Succeeded": "green",
-    "Failed": "red",
-    "Error": "red",
-    "Running": "yellow",
-    "Skipped": "dim",
-    "Omitted": "dim",
-}
-
-
-def _table(nodes: Sequence[object], title: str) -> Table:
-    from gangway.local import NodeResult
-
-    table = Table(title=title, header_style="bold")
-    for col in ("step", "status", "attempts", "seconds", "outputs / message"):
-        table.add_column(col, overflow="fold")
-    for n in nodes:
-        assert isinstance(n, NodeResult)
-        style = _STYLE.get(n.phase, "")
-        detail = _detail(n)
-        table.add_row(
-            n.name,
-            "[cyan]cached[/]" if n.cached else f"[{style}]{n.phase}[/]",
-            str(n.attempts or ""),
-            f"{n.seconds:.1f}" if n.seconds else "",
-            detail,
-        )
-    return table
-
-
-def _detail(n: NodeResult) -> str:
-    """A node's outputs (those not empty), or its message; a cache check's verdict."""
-    from gangway.memoize import CHECK_SUFFIX
-
-    if n.outputs.get("verdict") and n.template.endswith(CHECK_SUFFIX):
-        return f"cache check: {n.outputs['verdict']}"
-    shown = ", ".join(f"{k}={_short(v)}" for k, v in n.outputs.items() if v.strip())
-    if not shown and n.result and n.result.strip() and n.phase == "Succeeded":
-        shown = f"result={_short(n.result)}"
-    return shown or n.message
-
-
-def _short(v: str, n: int = 60) -> str:
-    v = v.strip()
-    return v if len(v) <= n else v[: n - 1] + "…"
 
 
 ParallelismOpt = Annotated[
@@ -158,7 +117,7 @@ def run_cmd(
 
     values = parse_params(param)
     check = values_check(CrdSchemas.from_env())
-    with _LiveTable() as live:
+    with progress() as live:
         finished = run_pipeline(
             pipeline,
             values,
@@ -199,7 +158,7 @@ def retry_cmd(
             highlight=False,
         )
 
-    with _LiveTable(started) as live:
+    with progress(started) as live:
         finished = retry_pipeline(
             state_dir,
             workflow,
@@ -212,97 +171,62 @@ def retry_cmd(
     _report(finished)
 
 
-class _LiveTable:
-    """The steps of the run as a live table (events come from step threads, the view from
-    rich's refresher); warnings are printed above it."""
-
-    def __init__(self, started: Callable[[LocalExecutor], None] | None = None) -> None:
-        self.started = started
-        self.ex: LocalExecutor | None = None
-        self.done: list[NodeResult] = []
-        self.running: dict[str, NodeResult] = {}
-        self.lock = threading.Lock()
-        self.t0 = time.monotonic()
-        self.live = Live(
-            get_renderable=self.view, console=console, refresh_per_second=4, transient=True
-        )
-
-    def __enter__(self) -> _LiveTable:
-        self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.live.__exit__(None, None, None)
-
-    def watch(self) -> Watch:
-        from gangway.local.session import Watch
-
-        return Watch(on_event=self.event, on_start=self.start, notify=self.warn)
-
-    def start(self, ex: LocalExecutor) -> None:
-        self.ex, self.t0 = ex, time.monotonic()
-        if self.started is not None:
-            self.started(ex)
-
-    def event(self, node: NodeResult) -> None:
-        with self.lock:
-            if node.phase in ("Running", "Pending"):
-                self.running[node.name] = node
-            else:
-                self.running.pop(node.name, None)
-                self.done.append(node)
-
-    @staticmethod
-    def warn(message: str) -> None:
-        err_console.print(f"[yellow]{message}[/]", soft_wrap=True, highlight=False)
-
-    def view(self) -> Table:
-        if self.ex is None:
-            return Table(title="preparing the run…")
-        title = f"{self.ex.name}  ({time.monotonic() - self.t0:.0f}s)"
-        if self.ex.procs.stopping is not None:
-            stop = signal.Signals(self.ex.procs.stopping).name
-            title += f"  stopping ({stop}): Ctrl-C again kills"
-        with self.lock:
-            nodes = [*self.done, *self.running.values()]
-        return _table(nodes, title)
-
-
 def _report(finished: Finished) -> None:
     """The summary table, where everything is, what to run next; exit with the run's code."""
     result = finished.result
-    console.print(
-        _table(result.nodes, f"{result.name}: {_phase(finished)} in {result.seconds:.0f}s")
-    )
-    for label, text in [*finished.locations(), ("params", json.dumps(result.parameters))]:
+    title = f"{result.name}: {_phase(finished)} in {result.seconds:.0f}s"
+    console.print(steps_table(result.nodes, title, workflow=result.name))
+    for label, text in finished.locations():  # one line each: commands stay whole to copy
         line = f"{label + ':' if label else '':<9}{text}"
         console.print(line, soft_wrap=True, highlight=False, markup=False)
+    pairs = " ".join(f"{k}={shlex.quote(v)}" for k, v in result.parameters.items())
+    params = wrapped(pairs, console.width, first="params:  ", rest=" " * 9)  # -p name=value
+    console.print(params, soft_wrap=True, highlight=False, markup=False)
     if finished.unsent is not None:
         state = finished.lineage
         assert state is not None
         err_console.print(
-            f"[yellow]warning: {max(state.pending, 1)} lineage record(s) not in MLflow yet "
-            f"({state.error or 'pending'}); they are spooled — send them with: "
-            f"{finished.unsent}[/]",
+            f"error: lineage not recorded — {max(state.pending, 1)} record(s) are not in MLflow "
+            f"({state.error or 'pending'}). They stay spooled; once the store works, send "
+            f"them with:\n  {finished.unsent}",
+            style="red",
             soft_wrap=True,
             highlight=False,
+            markup=False,
         )
     if result.survivors:
         err_console.print(f"[yellow]killed {len(result.survivors)} leftover process(es)[/]")
     if result.phase == "Succeeded":
+        if finished.unsent is not None:  # the work is done; its record is not (yet)
+            raise typer.Exit(EXIT_TRANSIENT)
         return
     bad = next((n for n in result.nodes if n.phase in ("Failed", "Error")), None)
     if result.error:
-        console.print(f"[red]error: {result.error}[/]", soft_wrap=True, highlight=False)
+        _red(f"error: {result.error}")
     elif bad is not None:
+        _red(
+            f"{bad.name} {bad.phase.lower()}: {bad.message}"
+            + (f"  log: {bad.log}" if bad.log else "")
+        )
+    permanent = finished.permanent_failure
+    if permanent is not None:
         console.print(
-            f"[red]{bad.name} {bad.phase.lower()}: {bad.message}[/]"
-            + (f"  log: {bad.log}" if bad.log else ""),
+            f"{permanent.name} failed for good (exit {permanent.exit_code}): run again as it "
+            "is, it fails the same way. Change what the message names — a -p value: start a "
+            "new run with it changed (`gangway run … -p NAME=VALUE`); the data or code it "
+            f"reads: fix that, then `{finished.retry_command}`",
             soft_wrap=True,
             highlight=False,
+            markup=False,
         )
-    console.print(f"resume with: {finished.retry_command}", highlight=False)
+    else:
+        console.print(f"resume with: {finished.retry_command}", highlight=False, markup=False)
     raise typer.Exit(128 + result.interrupted if result.interrupted else 1)
+
+
+def _red(text: str) -> None:
+    """A failure, as written: no markup read into it (messages hold brackets)."""
+    console.print(text, style="red", soft_wrap=True, highlight=False, markup=False)
 
 
 def _phase(finished: Finished) -> str:

@@ -109,7 +109,9 @@ def save_cmd(
     if tracking_uri:
         snap = _with_checkpoints(snap, tracking_uri)
     write_output(output, dump_snapshot(snap))
-    console.print(f"wrote {output} ({len(snap.clusters)} cluster(s))")
+    console.print(
+        f"wrote {output} ({len(snap.clusters)} cluster(s))", soft_wrap=True, highlight=False
+    )
 
 
 def _not_in_snapshot(name: str, snap: Any) -> PermanentError:

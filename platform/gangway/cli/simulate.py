@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from gangway.cli._output import console, err_console
+from gangway.cli._output import console, err_console, output_dir
 from gangway.errors import Interrupted, PermanentError, closest
 
 __all__ = ["simulate_cmd"]
@@ -157,19 +157,7 @@ def _out_dir(raw: str) -> Path:
     """``--out``, checked before minutes of replay: a directory, or one that can be made."""
     if not raw.strip():
         raise PermanentError("--out: give a directory")
-    out = Path(raw)
-    if out.exists() and not out.is_dir():
-        raise PermanentError(f"--out {out}: not a directory; give a directory for the results")
-    if out.is_symlink() and not out.exists():
-        raise PermanentError(f"--out {out}: a link to nothing; give a directory")
-    parent = out
-    while not os.path.lexists(parent):
-        parent = parent.parent
-    if not parent.is_dir():
-        raise PermanentError(f"--out {out}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise PermanentError(f"--out {out}: {parent} is not writable")
-    return out
+    return output_dir(Path(raw), "--out")
 
 
 def _pods(path: Path) -> list[Any]:
