@@ -101,3 +101,24 @@ def test_a_permanent_failure_says_what_to_change_not_to_retry(tmp_path: Path) ->
     assert "stage failed for good (exit 1)" in out, out[-3000:]
     assert "start a new run with it changed" in out
     assert "resume with" not in out
+
+
+def test_an_undeclared_workflow_parameter_is_a_compile_error(tmp_path: Path) -> None:
+    """A `p.NAME` (or a hand-written `{{workflow.parameters.NAME}}`) the workflow does not
+    declare compiled, then failed when its step was about to run; Argo refuses it at once."""
+    src = tmp_path / "undeclared.py"
+    src.write_text(
+        "from hera.workflows import DAG, Container, Task, Workflow\n"
+        "with Workflow(name='undeclared', entrypoint='main') as w:\n"
+        "    c = Container(name='say', image='python:3.11',\n"
+        "                  command=['echo', '{{workflow.parameters.who}}'])\n"
+        "    with DAG(name='main'):\n"
+        "        Task(name='say', template=c)\n"
+    )
+    for args in (["compile", str(src)], ["run", str(src), "--state-dir", str(tmp_path / "s")]):
+        res = gangway(*args)
+        out = res.stdout + res.stderr
+        assert res.returncode == 1 and "Traceback" not in out, out
+        assert "{{workflow.parameters.who}} in template say: not a parameter" in out, out
+        assert "pipeline(..., parameters=Params)" in out
+    assert not (tmp_path / "s").exists()

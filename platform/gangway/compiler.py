@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -102,13 +103,49 @@ def import_root(path: Path) -> Path:
 def compile_pipeline(path: Path) -> dict[str, Any]:
     """The manifest of the pipeline in ``path`` as a plain dict (its WorkflowTemplate: what
     ``gangway run`` and ``submit`` run)."""
-    compiled: dict[str, Any] = load_pipeline(path).to_dict()
-    return compiled
+    return compile_documents(path)[0]
 
 
 def compile_documents(path: Path) -> list[dict[str, Any]]:
-    """Every manifest of the pipeline in ``path``: its template, then its CronWorkflows."""
-    return [o.to_dict() for o in load_objects(path)]
+    """Every manifest of the pipeline in ``path``: its template, then its CronWorkflows. A
+    reference to a workflow parameter the workflow does not declare is refused here, as Argo
+    refuses it (before, it compiled and failed only when its step was about to run)."""
+    docs: list[dict[str, Any]] = [o.to_dict() for o in load_objects(path)]
+    for doc in docs:
+        _check_parameter_references(path, doc)
+    return docs
+
+
+_WORKFLOW_PARAMETER = re.compile(r"^\s*workflow\.parameters\.([\w-]+)\s*$")
+
+
+def _check_parameter_references(path: Path, manifest: dict[str, Any]) -> None:
+    """Every ``{{workflow.parameters.NAME}}`` names a declared parameter (or ``json``)."""
+    from gangway.argo.substitution import PLACEHOLDER
+
+    declared = declared_parameters(manifest) | {"json"}
+    found: dict[str, str] = {}
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, str):
+            for m in PLACEHOLDER.finditer(node):
+                ref = None if m.group(1) else _WORKFLOW_PARAMETER.match(m.group(2))
+                if ref and ref.group(1) not in declared:
+                    found.setdefault(ref.group(1), where)
+        elif isinstance(node, list | dict):
+            for v in node.values() if isinstance(node, dict) else node:
+                walk(v, where)
+
+    for t in (manifest.get("spec") or {}).get("templates") or []:
+        walk(t, f"template {t.get('name')}")
+    if found:
+        refs = "; ".join(f"{{{{workflow.parameters.{n}}}}} in {w}" for n, w in found.items())
+        raise PermanentError(
+            f"{path}: {refs}: not a parameter this workflow declares (it takes: "
+            f"{', '.join(sorted(declared - {'json'})) or 'none'}); a Gangway pipeline declares "
+            "its parameters with pipeline(..., parameters=Params), the model p = "
+            "parameters(Params) reads"
+        )
 
 
 def declared_parameters(manifest: dict[str, Any]) -> set[str]:
