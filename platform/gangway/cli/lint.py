@@ -111,8 +111,11 @@ def _schemas(crds: Path | None, context: str | None) -> CrdSchemas:
     found = CrdSchemas.from_env()
     if found is None:
         raise PermanentError(
-            "no CRDs to check against: pass --crds DIR (Argo + Volcano CRD "
-            "YAML), --context NAME, or set GANGWAY_CRDS_DIR"
+            "no CRDs to check against (none ship with Gangway): pass --crds DIR, a "
+            "directory of the upstream CRD YAML — Argo Workflows v4.1.2 "
+            "manifests/base/crds/full/ and Volcano v1.15.1 config/crd/volcano/bases/ (the "
+            "README's 'On a cluster' has the commands that fetch them) — or --context NAME "
+            "for a cluster's, or set GANGWAY_CRDS_DIR=DIR"
         )
     return found
 
