@@ -88,21 +88,6 @@ def test_quote_in_a_value_is_one_line_not_a_yaml_traceback(tmp_path: Path) -> No
     _one_clear_line(res, "-p model: ", "must be one of tiny, small — did you mean tiny?")
 
 
-@pytest.mark.e2e
-def test_unwritable_storage_root_names_the_path(tmp_path: Path) -> None:
-    res = gangway(
-        "run",
-        PIPELINE,
-        "--state-dir",
-        str(tmp_path),
-        "-p",
-        "storage-root=file:///proc/nope",
-        "-p",
-        "mlflow-tracking-uri=",
-    )
-    _one_clear_line(res, "nothing was run", "cannot write file:///proc/nope/", "check the path")
-
-
 def test_non_integer_train_steps_is_refused_before_staging_runs(tmp_path: Path) -> None:
     res = gangway("run", PIPELINE, "--state-dir", str(tmp_path), "-p", "train-steps=abc")
     _one_clear_line(res, "-p train-steps: must be a whole number, at least 1 (got 'abc')")
