@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import REPO
 from tests.test_cli import gangway
 
 PIPE = "pipelines/train_eval_infer_gpu.py"
@@ -258,3 +259,30 @@ def test_gpus_are_whole_devices() -> None:
         res = gangway("explain", PIPE, "-p", f"gpus-per-node={value}", "--snapshot", "example")
         # the typed parameter refuses it first; untyped pipelines get "GPUs are whole devices"
         assert res.returncode == 1 and "-p gpus-per-node: must be one of 1, 2, 4, 8" in res.stderr
+
+
+def _doc_commands(page: str, after: str) -> list[list[str]]:
+    """The ``gangway`` commands of the first bash block after ``after`` on ``page``, each
+    as its words (continuation lines joined, comments dropped)."""
+    import re
+    import shlex
+
+    text = (REPO / "docs" / page).read_text()
+    block = re.search(r"```bash\n(.*?)```", text[text.index(after) :], re.S)
+    assert block is not None
+    joined = block.group(1).replace("\\\n", " ")
+    return [shlex.split(line, comments=True)[1:] for line in joined.splitlines() if line.strip()]
+
+
+def test_the_scheduling_doc_try_it_commands_run_as_written() -> None:
+    """docs/scheduling.md's "try it without a cluster" commands once used the CPU pipeline
+    with a GPU parameter, and were refused; each runs as written (in process)."""
+    from typer.testing import CliRunner
+
+    from gangway.cli import app
+
+    commands = _doc_commands("scheduling.md", "Try it without a cluster")
+    assert [c[0] for c in commands] == ["explain", "submit", "queues", "snapshot"]
+    for words in commands:
+        res = CliRunner().invoke(app, words)
+        assert res.exit_code == 0, (words, res.output[-2000:])
