@@ -35,6 +35,14 @@ from gangway.tracking import StepTracker
 __all__ = ["train"]
 
 
+_HELD: list[object] = []
+"""A distributed run's trainer, never freed by the interpreter: its DDP reducer holds the gloo
+process group, whose destructor joins a worker thread that may still be freeing a collective's
+tensors — which needs the GIL the destructor holds (a deadlock, seen when a resume's
+collectives were the last ones, e.g. a gang resumed at its final step). The rank leaves with
+``os._exit`` instead (:func:`gangway.step.main_wrapper`)."""
+
+
 def train(
     cfg: TrainConfig,
     data_uri: str,
@@ -61,6 +69,8 @@ def train(
     trainer: Trainer | None = None
     try:
         trainer = Trainer(cfg, data_uri, checkpoints_uri, ranks=ranks, track=track, cache=cache)
+        if ranks.distributed:
+            _HELD.append(trainer)
         return trainer.run(stop)
     except (KeyboardInterrupt, SystemExit, Preempted):
         raise

@@ -32,10 +32,11 @@ def main_wrapper(main: Callable[[Sequence[str] | None], int | None]) -> Callable
             code = 130
         finally:
             reported = _report_exit(code)
-        if reported:
-            # A rank under the launcher leaves at once: tearing down the interpreter can
-            # deadlock in the gloo process group's destructor (its worker thread waits for the
-            # GIL the destructor holds), leaving the pod running forever. Everything is written.
+        if reported or "TORCHELASTIC_RUN_ID" in os.environ:
+            # A rank of a gang (under the launcher, or any torchrun) leaves at once: tearing
+            # down the interpreter can deadlock in the gloo process group's destructor (its
+            # worker thread waits for the GIL the destructor holds), leaving the pod running
+            # forever. Everything is written.
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
