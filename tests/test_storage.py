@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,59 @@ def test_local_publish_never_shows_a_partial_directory(tmp_path: Path) -> None:
     assert not src.exists()  # renamed into place, not copied
     assert sorted(p.name for p in dst.parent.iterdir()) == ["ds"]  # no temporaries left
     assert json.loads((dst / storage.MANIFEST_NAME).read_text())["version"] == 1
+
+
+def _publish_race(dst: Path, srcs: list[Path]) -> tuple[list[BaseException], list[str]]:
+    """Publish every ``srcs`` to ``dst`` at once while a reader watches the committed tree:
+    what the publishers raised, and the files the reader saw go once committed."""
+    import threading
+
+    errors: list[BaseException] = []
+    gone: list[str] = []
+    done = threading.Event()
+
+    def publish(src: Path, move: bool) -> None:
+        try:
+            storage.publish_dir(src, str(dst), move=move)
+        except BaseException as e:
+            errors.append(e)
+
+    def read() -> None:
+        while not done.is_set():
+            if (dst / storage.MANIFEST_NAME).exists():
+                gone.extend(r for r in FILES if not (dst / r).exists())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    threads = [
+        threading.Thread(target=publish, args=(src, i % 2 == 0)) for i, src in enumerate(srcs)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    reader.join()
+    return errors, gone
+
+
+def test_concurrent_identical_local_publishes_never_delete_a_committed_tree(
+    tmp_path: Path,
+) -> None:
+    """Several runs staging the same dataset at once (one state dir): each publish used to
+    remove what it took for a partial leftover — sometimes a tree another had just committed,
+    under its readers. Now every publisher succeeds, and a reader never sees it go."""
+    dst = tmp_path / "out" / "ds"
+    for round_ in range(12):
+        if dst.exists():
+            shutil.rmtree(dst)
+        _tree(dst, {"partial.txt": b"left by a killed publisher"})  # no manifest: a leftover
+        srcs = [_tree(tmp_path / f"src{round_}-{i}", FILES) for i in range(4)]
+        errors, gone = _publish_race(dst, srcs)
+        assert errors == [] and gone == [], (errors, gone)
+        assert sorted(p.name for p in dst.parent.iterdir()) == ["ds"]  # no temporaries left
+        files = sorted(str(p.relative_to(dst)) for p in dst.rglob("*") if p.is_file())
+        assert files == sorted([*FILES, storage.MANIFEST_NAME])
 
 
 @pytest.mark.parametrize(

@@ -204,8 +204,10 @@ class LocalBackend:
                 pairs = [(src / k, tmp / k) for k in tree.rels]
                 copy_files(pairs, workers=tree.workers, on_done=tree.on_done)
             (tmp / tree.marker_name).write_bytes(tree.marker)
-            if dst.exists():  # a partial leftover (no marker): replace it
-                shutil.rmtree(dst)
+            if tree.committed():  # an identical publisher finished first: publishing is once
+                return
+            if dst.exists():
+                _clear_leftover(dst, tree.marker_name)
             os.replace(tmp, dst)
         except OSError as e:
             if tree.committed():  # lost a race to an identical publisher
@@ -220,3 +222,18 @@ class LocalBackend:
 
     def local_dir(self) -> Path | None:
         return self.root
+
+
+def _clear_leftover(dst: Path, marker_name: str) -> None:
+    """Remove a partial leftover at ``dst`` — never a committed tree: it is renamed aside in
+    one step first, and put back if it turns out to hold its marker (a concurrent publisher
+    committed it in between; its readers keep reading it)."""
+    aside = temp_sibling(dst)
+    try:
+        os.replace(dst, aside)
+    except FileNotFoundError:  # another publisher cleared it first
+        return
+    if (aside / marker_name).exists():
+        with contextlib.suppress(OSError):  # a third one committed meanwhile: theirs stands
+            os.replace(aside, dst)
+    shutil.rmtree(aside, ignore_errors=True)
