@@ -317,9 +317,10 @@ def test_sync_into_another_store_sends_everything_and_registers_the_model(
     spool = f"file://{state}/storage/runs/{first.uid}/lineage"
     other = f"sqlite:///{tmp_path}/other.db"
     env_free = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    res = gangway(
-        "lineage", "sync", "--spool", spool, "--tracking-uri", other, cwd=tmp_path, env=env_free
-    )
+    into = ["lineage", "sync", "--spool", spool, "--tracking-uri", other]
+    res = gangway(*into, cwd=tmp_path, env=env_free)  # not the spool's own store: asked for
+    assert res.returncode == 1 and "--other-store" in res.stderr, res.stdout + res.stderr
+    res = gangway(*into, "--other-store", cwd=tmp_path, env=env_free)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "sent 7 record(s)" in res.stdout and "0 still pending" in res.stdout
     versions = _client(other).search_model_versions("name = 'train-eval-infer'")

@@ -217,7 +217,7 @@ def test_two_runs_started_at_once_in_a_fresh_state_dir_both_record(
     assert len(_runs(state / "mlflow.db")) == 3
 
 
-def test_a_run_whose_store_cannot_be_written_fails_loudly_then_syncs(
+def test_a_run_into_a_store_that_can_never_take_it_is_refused_before_it_runs(
     tracked: Path, tmp_path: Path
 ) -> None:
     state = tmp_path / "state"
@@ -225,10 +225,91 @@ def test_a_run_whose_store_cannot_be_written_fails_loudly_then_syncs(
     with sqlite3.connect(state / "mlflow.db") as conn:  # not MLflow's: never written into
         conn.execute("create table customers (id integer)")
     res = gangway("run", str(tracked), "--state-dir", str(state))
-    _one_clear_line(res, "Succeeded", "error: lineage not recorded", "not an MLflow store", code=75)
+    _one_clear_line(
+        res, "(parameter mlflow-tracking-uri)", "not an MLflow store", "nothing was run"
+    )
+    assert not (state / "runs").exists()
+    res = gangway("run", str(tracked), "--state-dir", str(state), "-p", "mlflow-tracking-uri=x")
+    _one_clear_line(res, "-p mlflow-tracking-uri=", "use sqlite:///PATH/mlflow.db")
+
+
+def test_a_run_whose_store_is_down_fails_loudly_then_syncs_once_it_is_up(
+    tracked: Path, tmp_path: Path
+) -> None:
+    """A server that is down does not stop the work; the run says its lineage did not reach
+    MLflow (exit 75) with the command that sends it, and that command does once it is up."""
+    from tests.conftest import _free_port, start_mlflow_server, stop_server
+
+    port = _free_port()
+    uri = f"http://127.0.0.1:{port}"
+    state = tmp_path / "state"
+    env = {**os.environ, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+    res = gangway(
+        "run", str(tracked), "--state-dir", str(state), "-p", f"mlflow-tracking-uri={uri}", env=env
+    )
+    _one_clear_line(res, "Succeeded", "error: lineage not recorded", code=75)
     sync = next(line.strip() for line in res.stderr.splitlines() if "lineage sync" in line)
     assert sync.startswith("gangway lineage sync --spool ")
-    (state / "mlflow.db").unlink()  # the store fixed: the printed command sends it all
-    res = gangway(*sync.split()[1:])
+    (tmp_path / "server").mkdir()
+    server = start_mlflow_server(tmp_path / "server", port)
+    try:
+        res = gangway(*sync.split()[1:])
+        _one_clear_line(res, "sent 1 record(s)", "0 still pending", code=0)
+    finally:
+        stop_server(server)
+    assert len(_runs(tmp_path / "server" / "mlflow.db")) == 1
+
+
+def test_a_sync_into_a_store_deleted_since_sends_everything_again(tmp_path: Path) -> None:
+    """The marks said 'sent' for a store that no longer exists: a sync reported 0 pending and
+    sent nothing. A sqlite store that is gone gets every record again."""
+    db = tmp_path / "mlflow.db"
+    spool = _spool(tmp_path / "spool", "w0", store=sqlite_uri(db))
+    res = gangway("lineage", "sync", "--spool", spool.root)
+    _one_clear_line(res, "sent 1 record(s)", code=0)
+    db.rename(tmp_path / "moved.db")
+    res = gangway("lineage", "sync", "--spool", spool.root)
     _one_clear_line(res, "sent 1 record(s)", "0 still pending", code=0)
-    assert len(_runs(state / "mlflow.db")) == 1
+    assert len(_runs(db)) == 2
+
+
+def test_a_store_a_killed_writer_left_with_a_hot_journal_is_recovered(tmp_path: Path) -> None:
+    """A writer killed mid-transaction leaves NAME-journal; read-only, the store looked like no
+    MLflow store at all, for good. A writer rolls the journal back and goes on."""
+    db = tmp_path / "mlflow.db"
+    spool = _spool(tmp_path / "spool", "w0", store=sqlite_uri(db))
+    assert gangway("lineage", "sync", "--spool", spool.root).returncode == 0
+    pid = os.fork()
+    if pid == 0:  # a writer that dies holding a write transaction: its journal stays
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.execute("pragma journal_mode=delete")
+        conn.execute("begin immediate")
+        conn.execute("delete from runs")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert (tmp_path / "mlflow.db-journal").stat().st_size > 0
+    res = gangway("lineage", "workflow:w0", "--tracking-uri", sqlite_uri(db))
+    _one_clear_line(res, "an interrupted write left mlflow.db-journal")
+    _spool(tmp_path / "spool", "w1", store=sqlite_uri(db))
+    res = gangway("lineage", "sync", "--spool", spool.root)
+    _one_clear_line(res, "sent 1 record(s)", code=0)
+    assert len(_runs(db)) == 4  # nothing the killed writer did stays: w0's runs, and w1's
+
+
+@pytest.mark.parametrize(
+    ("uri", "says"),
+    [
+        pytest.param("file:///tmp/gangway-mlruns", "MLflow's file store", id="file-store"),
+        pytest.param("bogus://x", "unsupported scheme 'bogus'", id="unknown-scheme"),
+    ],
+)
+def test_a_tracking_uri_mlflow_cannot_keep_runs_at_is_one_line_and_exit_1(
+    tmp_path: Path, uri: str, says: str
+) -> None:
+    """Reading printed MLflow's traceback; a sync exited 75 ('try again')."""
+    res = gangway("lineage", "workflow:x", "--tracking-uri", uri)
+    _one_clear_line(res, says)
+    spool = _spool(tmp_path / "spool", "w0", store=uri)
+    for args in (["--tracking-uri", uri, "--other-store"], []):
+        res = gangway("lineage", "sync", "--spool", spool.root, *args)
+        _one_clear_line(res, says)

@@ -122,3 +122,20 @@ def test_an_undeclared_workflow_parameter_is_a_compile_error(tmp_path: Path) -> 
         assert "{{workflow.parameters.who}} in template say: not a parameter" in out, out
         assert "pipeline(..., parameters=Params)" in out
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        pytest.param(b"garbage: [", "is not readable YAML (while parsing", id="broken-yaml"),
+        pytest.param(b"\xff\xfe\x00", "is not readable YAML ('utf-8' codec", id="binary"),
+    ],
+)
+def test_a_crd_directory_with_a_bad_file_names_it(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
+    (tmp_path / "bad.yaml").write_bytes(content)
+    res = gangway("lint", PIPELINE, env={**os.environ, "GANGWAY_CRDS_DIR": str(tmp_path)})
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "Traceback" not in out, out
+    assert f"GANGWAY_CRDS_DIR={tmp_path}: {tmp_path}/bad.yaml {says}" in out, out

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from gangway.cli._output import console, err_console
-from gangway.errors import PermanentError, TransientError
+from gangway.errors import GangwayError, PermanentError, TransientError, describe
 from gangway.lineage import store
 from gangway.lineage.store import check, sqlite_uri
 
@@ -107,7 +107,12 @@ def _trace(
     from gangway.lineage.query import load_snapshot, resolve
     from gangway.lineage.render import text_lines, to_json
 
-    client = store.client(tracking_uri, write=False)
+    try:
+        client = store.client(tracking_uri, write=False)
+    except GangwayError:
+        raise
+    except Exception as e:  # MLflow refused the URI itself
+        raise PermanentError(f"cannot open {tracking_uri}: {describe(e)}") from None
     try:
         snap = load_snapshot(client)
     except Exception as e:
@@ -126,6 +131,14 @@ def _local_store(state_dir: Path) -> str:
     its own, or the newest one a level below (``.gangway/demo``)."""
     found = [state_dir / "mlflow.db", *state_dir.glob("*/mlflow.db")]
     found = [f for f in found if f.is_file()]
+    runs = [d for d in [state_dir, *state_dir.glob("*")] if (d / "runs").is_dir()]
+    if not found and runs:
+        spools = " ".join(f"--spool {d / 'storage'}" for d in runs)
+        raise PermanentError(
+            f"no MLflow store in {', '.join(str(d) for d in runs)}, though local runs are there "
+            "(mlflow.db moved or deleted?); the runs' spools still hold their lineage: "
+            f"`gangway lineage sync {spools}` builds it again"
+        )
     if not found:
         raise PermanentError(
             f"no tracking store: none in {state_dir} (no local run there), no --tracking-uri "
@@ -171,7 +184,10 @@ def _sync(target: _SyncTarget, spools: list[str], namespace: str | None = None) 
     sent, left, unreadable = done.sent, done.pending, done.unreadable
     for root, why in done.errors.items():
         err_console.print(f"[yellow]{root}: {why}[/]", highlight=False, soft_wrap=True)
-    console.print(f"sent {sent} record(s) from {done.spools} spool(s); {left} still pending")
+    unsendable = f"; {len(unreadable)} unreadable, not sent" if unreadable else ""
+    console.print(
+        f"sent {sent} record(s) from {done.spools} spool(s); {left} still pending{unsendable}"
+    )
     if unreadable:
         raise PermanentError(
             f"{len(unreadable)} spooled record(s) are unreadable and were not sent:\n"

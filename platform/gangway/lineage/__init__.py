@@ -44,10 +44,13 @@ def sync(spool: Spool, tracking_uri: str, *, always: Collection[str] = ()) -> Sy
     (the server is down: the rest stays spooled for the next step or ``gangway lineage sync``).
 
     Records whose key is in ``always`` are replayed even when marked sent (idempotent), so a
-    step learns its own run id even if a concurrent step sent its record first.
+    step learns its own run id even if a concurrent step sent its record first — and every
+    record is, into a sqlite store that does not exist (deleted or moved since it was sent).
     """
     report = SyncReport()
     todo = spool.pending(tracking_uri)
+    if store.is_new(tracking_uri):  # its marks name a store that is gone: send it all again
+        always = {*always, *(r.key for r, _ in spool.records())}
     keys = {r.key for r in todo}
     if set(always) - keys:
         extra = [r for r, _ in spool.records() if r.key in always and r.key not in keys]

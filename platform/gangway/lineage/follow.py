@@ -18,6 +18,7 @@ from gangway.errors import PermanentError, describe
 from gangway.lineage import SyncReport, sync
 from gangway.lineage.records import StepRecord
 from gangway.lineage.spool import Spool, find_spools
+from gangway.lineage.store import same_store
 
 __all__ = ["FollowPass", "Replayer", "follow", "follow_pass", "target_store"]
 
@@ -142,21 +143,17 @@ def target_store(spool: Spool, tracking_uri: str | None, *, other_store: bool = 
     if tracking_uri is None:
         if recorded is None:
             raise PermanentError(
-                f"{spool.root}: the spool does not say which MLflow store it is for (written "
-                "before Gangway recorded it); pass --tracking-uri"
+                "the spool does not say which MLflow store it is for (written before Gangway "
+                "recorded it); pass --tracking-uri"
             )
         return recorded
-    if recorded is not None and not _same(recorded, tracking_uri) and not other_store:
+    if recorded is not None and not same_store(recorded, tracking_uri) and not other_store:
         raise PermanentError(
-            f"{spool.root}: its records are for {recorded}, not {tracking_uri}; drop "
+            f"its records are for {recorded}, not {tracking_uri}; drop "
             "--tracking-uri (and MLFLOW_TRACKING_URI) to send them to their own store, or pass "
             "--other-store to send them to this one"
         )
     return tracking_uri
-
-
-def _same(a: str, b: str) -> bool:
-    return a.rstrip("/") == b.rstrip("/")
 
 
 def follow(

@@ -58,11 +58,13 @@ class Spool:
     def records(self, store: str = "") -> list[tuple[StepRecord, int]]:
         """Every readable record with the revision ``store`` has (0: none), oldest first.
 
-        An unreadable record is reported on stderr and in :attr:`bad`, and skipped.
+        An unreadable record is reported on stderr (once per spool object) and in :attr:`bad`,
+        and skipped.
         """
         objs = storage.list_objects(self.root)
         marks = {o.key[: -len(_MARK)] for o in objs if o.key.endswith(_MARK)}
         out: list[tuple[StepRecord, int]] = []
+        told = set(self.bad)  # said by an earlier read: said once
         self.bad.clear()
         for o in objs:
             if not o.key.endswith(".json") or "/" in o.key:
@@ -73,7 +75,10 @@ class Spool:
             except (ValidationError, ValueError) as e:
                 why = _short(e)
                 self.bad[uri] = why
-                print(f"warning: skipping unreadable lineage record {uri}: {why}", file=sys.stderr)
+                if uri not in told:
+                    print(
+                        f"warning: skipping unreadable lineage record {uri}: {why}", file=sys.stderr
+                    )
                 continue
             synced = 0
             if o.key in marks:

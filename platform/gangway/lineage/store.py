@@ -40,7 +40,9 @@ __all__ = [
     "check",
     "client",
     "inspect_sqlite",
+    "is_new",
     "prepare",
+    "same_store",
     "sqlite_path",
     "sqlite_uri",
 ]
@@ -79,6 +81,8 @@ class SqliteState:
     leftovers: tuple[str, ...] = ()
     """Temporary tables an interrupted migration left behind."""
     runs: int = 0
+    detail: str = ""
+    """Why a foreign file is not an MLflow store."""
 
     @property
     def buildable(self) -> bool:
@@ -100,21 +104,74 @@ def client(uri: str, *, write: bool) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def prepare(uri: str, *, write: bool) -> None:
+def prepare(uri: str, *, write: bool) -> bool:
     """Make ``uri`` ready: a writer gets a complete sqlite store (built or repaired under the
-    lock); a reader gets an error naming what is wrong instead of a changed store."""
+    lock); a reader gets an error naming what is wrong instead of a changed store. True when
+    the writer built it from nothing (a new file, or one deleted since): it holds no record."""
+    _refuse_scheme(uri)
     path = sqlite_path(uri)
     if path is None:
-        return
+        return False
     if not write:
         with _lock(path, shared=True):
             _refuse_to_read(uri, inspect_sqlite(path))
-        return
+        return False
     with _lock(path, shared=False):
+        if _hot_journal(path):
+            _roll_back(path)
         state = inspect_sqlite(path)
         if state.condition == "current":
-            return
+            return False
         _build(uri, path, state)
+        return state.condition in ("missing", "empty")
+
+
+def is_new(uri: str) -> bool:
+    """Whether ``uri`` is a sqlite store that does not exist yet (or holds nothing): nothing is
+    in it, whatever a spool's marks say (it was deleted, moved, or never made)."""
+    path = sqlite_path(uri)
+    return path is not None and inspect_sqlite(path).condition in ("missing", "empty")
+
+
+def same_store(a: str, b: str) -> bool:
+    """Whether two tracking URIs name one store (``sqlite:////x/../x/m.db`` is
+    ``sqlite:////x/m.db``; a trailing ``/`` on a server's URL does not count)."""
+    pa, pb = sqlite_path(a), sqlite_path(b)
+    if pa is not None and pb is not None:
+        return os.path.normpath(pa.absolute()) == os.path.normpath(pb.absolute())
+    return a.rstrip("/") == b.rstrip("/")
+
+
+_DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+
+
+def _refuse_scheme(uri: str) -> None:
+    """A tracking URI MLflow can keep runs at: an http(s) server or a database URL."""
+    scheme = uri.split("://", 1)[0].split("+", 1)[0] if "://" in uri else ""
+    if scheme in ("http", "https", *_DB_SCHEMES):
+        return
+    if scheme in ("", "file"):
+        raise PermanentError(
+            f"tracking URI {uri!r}: a directory of runs (MLflow's file store, in maintenance "
+            "mode in this MLflow) is not a store Gangway records to; use sqlite:///PATH/"
+            "mlflow.db or an http(s):// tracking server"
+        )
+    raise PermanentError(
+        f"tracking URI {uri!r}: unsupported scheme {scheme!r}; use http(s)://HOST:PORT, "
+        "sqlite:///PATH/mlflow.db or a database URL (postgresql://…, mysql://…)"
+    )
+
+
+def _hot_journal(path: Path) -> bool:
+    journal = path.with_name(path.name + "-journal")
+    return journal.is_file() and journal.stat().st_size > 0
+
+
+def _roll_back(path: Path) -> None:
+    """Let sqlite roll back what a killed writer left in the journal (a read-write open does;
+    a read-only one cannot, and sees no tables at all)."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("select count(*) from sqlite_master").fetchone()
 
 
 def check(uri: str, *, write: bool, timeout: float = 5.0) -> None:
@@ -122,6 +179,7 @@ def check(uri: str, *, write: bool, timeout: float = 5.0) -> None:
     that does not answer (or is not MLflow), a sqlite file that a reader would have to create
     or migrate, one a writer may not build on its own or not an MLflow store at all — without
     changing anything (a writer builds the store when it has something to write)."""
+    _refuse_scheme(uri)
     path = sqlite_path(uri)
     if path is not None:
         state = inspect_sqlite(path)
@@ -139,7 +197,12 @@ def inspect_sqlite(path: Path) -> SqliteState:
     if not path.exists():
         return SqliteState("missing")
     if not path.is_file():
-        return SqliteState("foreign")
+        return SqliteState("foreign", detail="a directory, not a file")
+    if _hot_journal(path):
+        return SqliteState(
+            "incomplete",
+            detail=f"an interrupted write left {path.name}-journal; a writer rolls it back",
+        )
     try:
         with contextlib.closing(
             sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
@@ -150,13 +213,13 @@ def inspect_sqlite(path: Path) -> SqliteState:
                 row = db.execute("select version_num from alembic_version").fetchone()
                 revision = row[0] if row else None
             runs = db.execute("select count(*) from runs").fetchone()[0] if "runs" in names else 0
-    except sqlite3.Error:
-        return SqliteState("foreign")
+    except sqlite3.DatabaseError as e:
+        return SqliteState("foreign", detail=f"not a SQLite database, or a damaged one: {e}")
     leftovers = tuple(sorted(n for n in names if n.startswith(_TMP_PREFIX)))
     if not names:
         return SqliteState("empty")
     if not (_CORE & names) and not leftovers:
-        return SqliteState("foreign")
+        return SqliteState("foreign", detail="no MLflow tables")
     expected_tables, history = _mlflow_schema()
     head = history[0]
     missing = tuple(sorted(expected_tables - names))
@@ -198,8 +261,13 @@ def _unusable(uri: str, state: SqliteState, *, reading: bool = False) -> str:
     """Why the store cannot be used as it is, and what to do."""
     if state.condition in ("foreign", "empty"):
         return (
-            f"{uri} is not an MLflow store (no MLflow tables); check the path — Gangway does "
-            "not add tables to another database"
+            f"{uri} is not an MLflow store ({state.detail or 'no MLflow tables'}); check the "
+            "path — Gangway does not add tables to another database"
+        )
+    if state.detail:  # a hot journal: only a writer may roll it back
+        return (
+            f"{uri}: {state.detail}; reading never changes a store — a `gangway lineage "
+            "sync` into it (or a local run recording to it) recovers it"
         )
     if state.condition == "unknown":
         return (

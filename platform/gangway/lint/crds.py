@@ -104,15 +104,23 @@ class CrdSchemas:
         return cls(schemas, source)
 
     @classmethod
-    def from_dir(cls, path: Path) -> CrdSchemas:
-        """Every ``*.yaml`` CRD under ``path`` (recursively)."""
+    def from_dir(cls, path: Path, *, named: str = "--crds ") -> CrdSchemas:
+        """Every ``*.yaml`` CRD under ``path`` (recursively); ``named`` says where the path
+        came from, for the error (an option, or ``GANGWAY_CRDS_DIR``)."""
         if not path.is_dir():
-            raise NotFoundError(f"--crds {path}: no such directory of CRD YAML files")
+            raise NotFoundError(f"{named}{path}: no such directory of CRD YAML files")
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         docs: list[Any] = []
         for f in sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")]):
-            with f.open() as fh:
-                docs.extend(yaml.load_all(fh, Loader=loader))
+            try:
+                with f.open(encoding="utf-8") as fh:
+                    docs.extend(yaml.load_all(fh, Loader=loader))
+            except (yaml.YAMLError, UnicodeDecodeError, OSError) as e:
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+                raise PermanentError(
+                    f"{named}{path}: {f} is not readable YAML ({why}); remove it or put the "
+                    "upstream CRD file there"
+                ) from None
         return cls.from_documents(docs, str(path))
 
     @classmethod
@@ -121,7 +129,7 @@ class CrdSchemas:
         import os
 
         where = os.environ.get("GANGWAY_CRDS_DIR")
-        return cls.from_dir(Path(where)) if where else None
+        return cls.from_dir(Path(where), named="GANGWAY_CRDS_DIR=") if where else None
 
     @classmethod
     def from_cluster(cls, context: str | None) -> CrdSchemas:

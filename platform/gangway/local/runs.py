@@ -165,13 +165,23 @@ def prepare_run(
 
 def check_locations(values: Mapping[str, str], sources: Mapping[str, str]) -> None:
     """Refuse, before anything runs, the places a run cannot use: a ``storage-root`` it cannot
-    write (every step writes under it) and an ``s3://`` value whose bucket does not exist. A
+    write (every step writes under it), an ``s3://`` value whose bucket does not exist, and a
+    tracking store that could never take the run's lineage (not MLflow, another schema, a
+    scheme MLflow does not keep runs at; a server that is down only delays it). A
     permanent mistake found here would otherwise surface after earlier steps ran, and a retry
     would replay the same value. Every problem at once, each naming its parameter."""
     from gangway import storage
     from gangway.errors import GangwayError, TransientError
+    from gangway.lineage import store
 
     problems: list[tuple[str, GangwayError]] = []
+    tracking = values.get("mlflow-tracking-uri", "")
+    if tracking and not tracking.startswith(("http://", "https://")):  # a server may be down:
+        try:  # the run spools and says so at the end; a store that cannot work is refused now
+            store.check(tracking, write=True)
+        except GangwayError as e:
+            label = _label("mlflow-tracking-uri", sources)
+            problems.append((f"{label}={tracking}: {e}", e))
     for name, value in values.items():
         write = name == "storage-root"
         if not value or (not write and not value.startswith("s3://")):
@@ -179,7 +189,7 @@ def check_locations(values: Mapping[str, str], sources: Mapping[str, str]) -> No
         try:
             storage.check_location(value, write=write)
         except GangwayError as e:
-            label = f"{sources[name]} (parameter {name})" if name in sources else f"-p {name}"
+            label = _label(name, sources)
             problems.append((f"{label}={value}: {'cannot write there: ' if write else ''}{e}", e))
     if not problems:
         return
@@ -189,6 +199,11 @@ def check_locations(values: Mapping[str, str], sources: Mapping[str, str]) -> No
     if kind is not None:
         raise TransientError(message + "\ntry again once they can be reached")
     raise PermanentError(message + "\nfix these values and run again")
+
+
+def _label(name: str, sources: Mapping[str, str]) -> str:
+    """How a parameter was set: ``-p NAME``, or ``--state-dir (parameter NAME)``."""
+    return f"{sources[name]} (parameter {name})" if name in sources else f"-p {name}"
 
 
 def resume_run(state_dir: Path, ref: str | None) -> LocalRun:

@@ -246,8 +246,8 @@ def _verify(uri: str, root: Path, manifest: Manifest, rels: list[str], *, remove
     if bad:
         raise PermanentError(
             f"{uri}: {len(bad)} file(s) missing or not matching the manifest's sha256 "
-            f"(first: {bad[0]}); the stored data is corrupt and was not used. "
-            "Republish it from the source"
+            f"(first: {bad[0]}); the stored data is corrupt and was not used (publish it "
+            "again from its source: stage the dataset again; a checkpoint is skipped on resume)"
         )
 
 
