@@ -206,6 +206,20 @@ CASES: list[Any] = [
         id="privileged-gang-pod",
     ),
     pytest.param(
+        lambda wt: _stage_container(wt)["securityContext"].update(runAsNonRoot=False),
+        "WorkflowTemplate/train-eval-infer",
+        f"spec.templates[{T['stage']}].container.securityContext.runAsNonRoot",
+        "must be true (it says false)",
+        id="container-says-run-as-root",
+    ),
+    pytest.param(
+        lambda wt: wt["spec"].setdefault("securityContext", {}).update(runAsNonRoot=False),
+        "WorkflowTemplate/train-eval-infer",
+        f"spec.templates[{T['stage']}].container.securityContext.runAsNonRoot",
+        "the pod's says false",
+        id="pod-says-run-as-root",
+    ),
+    pytest.param(
         lambda wt: _stage_container(wt)["securityContext"].update(allowPrivilegeEscalation=True),
         "WorkflowTemplate/train-eval-infer",
         f"spec.templates[{T['stage']}].container.securityContext.allowPrivilegeEscalation",

@@ -221,7 +221,12 @@ def _restricted(
     if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
         yield Finding(name, f"{where}.capabilities.drop", "must include ALL")
     yield from _capabilities(c, f"{where}.capabilities.add", name, gang=gang)
-    if not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
+    # Pod Security "restricted": neither level may say false, and one of them must say true.
+    if sc.get("runAsNonRoot") is False:
+        yield Finding(name, f"{where}.runAsNonRoot", "must be true (it says false)")
+    elif pod_sc.get("runAsNonRoot") is False:
+        yield Finding(name, f"{where}.runAsNonRoot", "the pod's says false: must be true")
+    elif not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
         yield Finding(name, f"{where}.runAsNonRoot", "must be true (here or on the pod)")
     if sc.get("runAsUser") == 0 or pod_sc.get("runAsUser") == 0:
         yield Finding(name, f"{where}.runAsUser", "must not be 0 (root)")
