@@ -271,6 +271,16 @@ def test_a_sync_into_a_store_deleted_since_sends_everything_again(tmp_path: Path
     res = gangway("lineage", "sync", "--spool", spool.root)
     _one_clear_line(res, "sent 1 record(s)", "0 still pending", code=0)
     assert len(_runs(db)) == 2
+    # Moved away again, and another store made at the same path before the sync (a later
+    # run did): the marks are for the store that was there, so the record goes again.
+    db.rename(tmp_path / "moved-again.db")
+    other = _spool(tmp_path / "other", "w1", store=sqlite_uri(db))
+    assert gangway("lineage", "sync", "--spool", other.root).returncode == 0
+    res = gangway("lineage", "sync", "--spool", spool.root)
+    _one_clear_line(res, "sent 1 record(s)", "0 still pending", code=0)
+    assert len(_runs(db)) == 4
+    res = gangway("lineage", "sync", "--spool", spool.root)  # and once there, it is there
+    _one_clear_line(res, "sent 0 record(s)", code=0)
 
 
 def test_a_store_a_killed_writer_left_with_a_hot_journal_is_recovered(tmp_path: Path) -> None:
@@ -301,6 +311,7 @@ def test_a_store_a_killed_writer_left_with_a_hot_journal_is_recovered(tmp_path: 
     [
         pytest.param("file:///tmp/gangway-mlruns", "MLflow's file store", id="file-store"),
         pytest.param("bogus://x", "unsupported scheme 'bogus'", id="unknown-scheme"),
+        pytest.param("sqlite://", "an in-memory sqlite store keeps nothing", id="in-memory"),
     ],
 )
 def test_a_tracking_uri_mlflow_cannot_keep_runs_at_is_one_line_and_exit_1(
@@ -313,3 +324,11 @@ def test_a_tracking_uri_mlflow_cannot_keep_runs_at_is_one_line_and_exit_1(
     for args in (["--tracking-uri", uri, "--other-store"], []):
         res = gangway("lineage", "sync", "--spool", spool.root, *args)
         _one_clear_line(res, says)
+
+
+def test_a_read_through_a_driver_spelling_never_creates_a_store(tmp_path: Path) -> None:
+    """`sqlite+pysqlite:///PATH` slipped past the checks, and MLflow built a store on a read."""
+    uri = f"sqlite+pysqlite:///{tmp_path}/typo.db"
+    res = gangway("lineage", "workflow:x", "--tracking-uri", uri)
+    _one_clear_line(res, "no MLflow store there (no such file)")
+    assert not (tmp_path / "typo.db").exists()

@@ -139,3 +139,14 @@ def test_a_crd_directory_with_a_bad_file_names_it(
     out = res.stdout + res.stderr
     assert res.returncode == 1 and "Traceback" not in out, out
     assert f"GANGWAY_CRDS_DIR={tmp_path}: {tmp_path}/bad.yaml {says}" in out, out
+
+
+def test_a_crd_file_that_is_yaml_but_not_shaped_as_a_crd_names_it(tmp_path: Path) -> None:
+    (tmp_path / "zz.yaml").write_text(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata: {name: x}\nspec: 5\n"
+    )
+    res = gangway("lint", PIPELINE, env={**os.environ, "GANGWAY_CRDS_DIR": str(tmp_path)})
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "Traceback" not in out, out
+    assert "CustomResourceDefinition 'x' is not shaped as one" in out, out

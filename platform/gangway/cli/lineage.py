@@ -131,7 +131,11 @@ def _local_store(state_dir: Path) -> str:
     its own, or the newest one a level below (``.gangway/demo``)."""
     found = [state_dir / "mlflow.db", *state_dir.glob("*/mlflow.db")]
     found = [f for f in found if f.is_file()]
-    runs = [d for d in [state_dir, *state_dir.glob("*")] if (d / "runs").is_dir()]
+    runs = [
+        d
+        for d in [state_dir, *state_dir.glob("*")]
+        if (d / "runs").is_dir() and (d / "storage").is_dir()  # a state dir, not its storage
+    ]
     if not found and runs:
         spools = " ".join(f"--spool {d / 'storage'}" for d in runs)
         raise PermanentError(

@@ -66,6 +66,7 @@ class Spool:
         out: list[tuple[StepRecord, int]] = []
         told = set(self.bad)  # said by an earlier read: said once
         self.bad.clear()
+        key_now = _store_key(store) if store else ""
         for o in objs:
             if not o.key.endswith(".json") or "/" in o.key:
                 continue
@@ -84,7 +85,7 @@ class Spool:
             if o.key in marks:
                 rev, _, key = storage.read_bytes(uri + _MARK).decode().strip().partition(" ")
                 # A mark without a store (older) counts for any store.
-                same = not (key and store) or key == _store_key(store)
+                same = not (key and store) or key == key_now
                 synced = int(rev) if rev.isdigit() and same else 0
             out.append((rec, synced))
         out.sort(key=lambda rs: (rs[0].start_ms, rs[0].key))
@@ -123,7 +124,13 @@ class Spool:
 
 
 def _store_key(store: str) -> str:
-    return hashlib.sha256(store.encode()).hexdigest()[:16]
+    """Which store a mark is for: its URI and, for a sqlite store, which store is at that path
+    now (a store moved away and another made there is not the one the record went to)."""
+    from gangway.lineage.store import instance
+
+    which = instance(store)
+    text = f"{store}#{which}" if which else store  # a server: its URI, as marks always said
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _short(e: Exception) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -40,6 +41,7 @@ __all__ = [
     "check",
     "client",
     "inspect_sqlite",
+    "instance",
     "is_new",
     "prepare",
     "same_store",
@@ -62,10 +64,12 @@ def sqlite_uri(path: Path) -> str:
 
 
 def sqlite_path(uri: str) -> Path | None:
-    """The file of a ``sqlite:///`` tracking URI (relative when it has three slashes)."""
-    if not uri.startswith("sqlite:///"):
+    """The file of a ``sqlite:///`` tracking URI (relative when it has three slashes; any
+    driver, ``sqlite+pysqlite:///``, names a file the same way)."""
+    m = re.match(r"sqlite(\+\w+)?:///", uri)
+    if m is None:
         return None
-    return Path(unquote(uri.removeprefix("sqlite:///").split("?", 1)[0]))
+    return Path(unquote(uri[m.end() :].split("?", 1)[0]))
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,24 @@ def is_new(uri: str) -> bool:
     return path is not None and inspect_sqlite(path).condition in ("missing", "empty")
 
 
+def instance(uri: str) -> str:
+    """Which store is at ``uri`` now: for sqlite, when its Default experiment was made (one per
+    store, set when the store was built); "" for a server, or a file that holds none."""
+    path = sqlite_path(uri)
+    if path is None or not path.is_file():
+        return ""
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ) as db:
+            row = db.execute(
+                "select creation_time from experiments where experiment_id = 0"
+            ).fetchone()
+    except sqlite3.Error:
+        return ""
+    return str(row[0]) if row and row[0] is not None else ""
+
+
 def same_store(a: str, b: str) -> bool:
     """Whether two tracking URIs name one store (``sqlite:////x/../x/m.db`` is
     ``sqlite:////x/m.db``; a trailing ``/`` on a server's URL does not count)."""
@@ -147,7 +169,12 @@ _DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 
 def _refuse_scheme(uri: str) -> None:
     """A tracking URI MLflow can keep runs at: an http(s) server or a database URL."""
-    scheme = uri.split("://", 1)[0].split("+", 1)[0] if "://" in uri else ""
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
+    if scheme == "sqlite" and sqlite_path(uri) is None:
+        raise PermanentError(
+            f"tracking URI {uri!r}: an in-memory sqlite store keeps nothing; use "
+            "sqlite:///PATH/mlflow.db (three slashes, then the path)"
+        )
     if scheme in ("http", "https", *_DB_SCHEMES):
         return
     if scheme in ("", "file"):

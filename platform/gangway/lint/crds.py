@@ -93,12 +93,19 @@ class CrdSchemas:
         for doc in docs:
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 continue
-            spec = doc["spec"]
-            for version in spec.get("versions", []):
-                raw = (version.get("schema") or {}).get("openAPIV3Schema")
-                if raw:
-                    key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
-                    schemas[key] = to_json_schema(raw)
+            try:
+                spec = doc["spec"]
+                for version in spec.get("versions", []):
+                    raw = (version.get("schema") or {}).get("openAPIV3Schema")
+                    if raw:
+                        key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
+                        schemas[key] = to_json_schema(raw)
+            except (KeyError, TypeError, AttributeError) as e:  # not a CRD's shape
+                name = (doc.get("metadata") or {}).get("name", "?")
+                raise PermanentError(
+                    f"{source}: CustomResourceDefinition {name!r} is not shaped as one "
+                    f"({type(e).__name__}: {e}); put the upstream CRD file there"
+                ) from None
         if not schemas:
             raise PermanentError(f"{source}: no CustomResourceDefinition with an openAPIV3Schema")
         return cls(schemas, source)
