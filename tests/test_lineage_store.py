@@ -51,7 +51,8 @@ def _half_built(db: Path) -> None:
     from alembic import command
     from mlflow.store.tracking.dbmodels.initial_models import Base
 
-    from gangway.lineage.store import _db_utils, _mlflow_schema
+    from gangway.lineage.sqlite_state import db_utils as _db_utils
+    from gangway.lineage.sqlite_state import mlflow_schema as _mlflow_schema
 
     utils = _db_utils()
     uri = sqlite_uri(db)
@@ -117,7 +118,7 @@ def test_a_store_with_runs_at_another_schema_is_left_as_it_is(tmp_path: Path) ->
     spool = _spool(tmp_path / "spool", "w0")
     res = gangway("lineage", "sync", "--spool", spool.root, "--tracking-uri", sqlite_uri(db))
     _one_clear_line(res, "sent 1 record(s)", code=0)
-    from gangway.lineage.store import _mlflow_schema
+    from gangway.lineage.sqlite_state import mlflow_schema as _mlflow_schema
 
     older = _mlflow_schema()[1][1]
     with sqlite3.connect(db) as conn:
