@@ -317,13 +317,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     STAGE.read_inputs(args)  # the declared bounds (e.g. --val-fraction in (0, 1))
     source = args.source
-    if source == "demo":
-        if not args.demo_root:
-            raise PermanentError("--source demo needs --demo-root URI (where the demo data lives)")
-        source = ensure_demo(args.demo_root)["dataset"]
+    if source == "demo" and not args.demo_root:
+        raise PermanentError("--source demo needs --demo-root URI (where the demo data lives)")
     if args.publish and args.publish_root:
         raise PermanentError("give --publish or --publish-root, not both")
-    with StepTracker() as tracker:
+    with StepTracker() as tracker:  # open first: an attempt that fails building the demo
+        if source == "demo":  # data is recorded too (FAILED), not only its workflow
+            source = ensure_demo(args.demo_root)["dataset"]
         result = _stage_tracked(tracker, source, args)
     STAGE.write_outputs(
         args, StageOutputs(digest=result.digest, corpus=CorpusUri(result.published_uri or ""))

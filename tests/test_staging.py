@@ -139,3 +139,41 @@ def test_demo_dataset_ships_inputs(tmp_path: Path) -> None:
     assert manifest is not None
     held_out = {d["id"] for d in docs}
     assert not held_out & {k.removeprefix("docs/") for k in manifest.files}
+
+
+def test_a_stage_attempt_that_fails_building_the_demo_data_is_recorded(tmp_path: Path) -> None:
+    """The tracker opened only after the demo data was built: an attempt that failed there
+    left no step run in MLflow, only the workflow's FAILED parent."""
+    import os
+
+    from gangway.lineage.spool import Spool
+
+    spool = tmp_path / "spool"
+    env = {
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db",
+        "GANGWAY_LINEAGE_SPOOL": str(spool),
+        "GANGWAY_LINEAGE_REPLAY": "later",  # spool only, as in a pipeline
+        "GANGWAY_STEP": "stage",
+    }
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        bad = run_module(
+            "components.staging",
+            "stage",
+            "--source",
+            "demo",
+            "--demo-root",
+            "file:///proc/gangway-no-demo",
+            "--workdir",
+            str(tmp_path / "w"),
+        )
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+    records = [r for r, _ in Spool(str(spool)).records()]
+    assert [(r.step, r.status) for r in records] == [("stage", "FAILED")]
