@@ -150,3 +150,47 @@ def test_a_crd_file_that_is_yaml_but_not_shaped_as_a_crd_names_it(tmp_path: Path
     out = res.stdout + res.stderr
     assert res.returncode == 1 and "Traceback" not in out, out
     assert "CustomResourceDefinition 'x' is not shaped as one" in out, out
+
+
+def test_compile_never_writes_over_python_source(tmp_path: Path) -> None:
+    """`compile P -o P` replaced the pipeline's source with its YAML."""
+    src = tmp_path / "p.py"
+    src.write_text((Path(__file__).parents[1] / PIPELINE).read_text())
+    before = src.read_bytes()
+    res = gangway("compile", str(src), "-o", str(src))
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "Traceback" not in out, out
+    assert "that is Python source" in out and src.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        pytest.param("5", "5 is not of type 'object', 'boolean'", id="a-number"),
+        pytest.param(
+            "{type: object, properties: {spec: {type: 7}}}", "is broken (7 is not", id="bad-type"
+        ),
+        pytest.param(
+            '{type: object, properties: {spec: {$ref: "#/nope"}}}', "PointerToNowhere", id="ref"
+        ),
+        pytest.param(
+            '{type: object, properties: {spec: {type: string, pattern: "(["}}}',
+            "'([' is not a 'regex'",
+            id="bad-pattern",
+        ),
+    ],
+)
+def test_a_broken_crd_schema_is_named_not_a_traceback(
+    tmp_path: Path, schema: str, says: str
+) -> None:
+    (tmp_path / "crd.yaml").write_text(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata: {name: workflowtemplates.argoproj.io}\nspec:\n  group: argoproj.io\n"
+        "  names: {kind: WorkflowTemplate}\n  versions:\n  - name: v1alpha1\n    schema:\n"
+        f"      openAPIV3Schema: {schema}\n"
+    )
+    res = gangway("lint", PIPELINE, env={**os.environ, "GANGWAY_CRDS_DIR": str(tmp_path)})
+    out = res.stdout + res.stderr
+    assert res.returncode == 1 and "Traceback" not in out, out
+    assert "the CRD schema of argoproj.io/v1alpha1 WorkflowTemplate is broken" in out, out
+    assert says in out, out

@@ -13,6 +13,7 @@ from gangway.cli._output import console, err_console, output_file, wrapped, writ
 from gangway.cli._progress import progress, steps_table
 from gangway.cli.options import ParamOpt, PipelineArg, StateDirOpt, parse_params
 from gangway.contract import EXIT_TRANSIENT
+from gangway.errors import PermanentError
 
 if TYPE_CHECKING:
     from gangway.local import LocalExecutor
@@ -37,6 +38,13 @@ def compile_cmd(
 
     if output is not None:
         output_file(output)  # a mistake here is not found after compiling
+        if output.suffix == ".py" or (
+            output.exists() and pipeline.exists() and output.samefile(pipeline)
+        ):
+            raise PermanentError(
+                f"-o {output}: that is Python source (the pipeline itself?); writing YAML there "
+                "would replace it — give a .yaml path"
+            )
     text = to_yaml(compile_documents(pipeline))
     if output is not None:
         write_output(output, text)

@@ -83,9 +83,21 @@ class CrdSchemas:
             return None
         if key not in self._validators:
             from jsonschema import Draft202012Validator
+            from jsonschema.exceptions import SchemaError
 
+            try:  # a damaged CRD must not read as findings on the manifest, or crash
+                Draft202012Validator.check_schema(self.schemas[key])
+            except SchemaError as e:
+                raise self.broken(api_version, kind, e.message) from None
             self._validators[key] = Draft202012Validator(self.schemas[key])
         return self._validators[key]
+
+    def broken(self, api_version: str, kind: str, why: str) -> PermanentError:
+        """The error for a CRD in :attr:`source` whose schema cannot be used."""
+        return PermanentError(
+            f"{self.source}: the CRD schema of {api_version} {kind} is broken ({why}); put the "
+            "upstream CRD file there"
+        )
 
     @classmethod
     def from_documents(cls, docs: Iterable[Any], source: str) -> CrdSchemas:

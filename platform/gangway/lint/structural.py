@@ -8,6 +8,7 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
+from gangway.errors import describe
 from gangway.lint._findings import Finding, path_str
 from gangway.lint.core_kinds import KUBERNETES_VERSION, core_validator
 from gangway.lint.crds import CrdSchemas
@@ -68,7 +69,12 @@ def validate_structure(obj: dict[str, Any], schemas: CrdSchemas, name: str) -> l
             )
         ]
     findings = []
-    errors = validator.iter_errors(obj)
+    try:
+        errors = list(validator.iter_errors(obj))
+    except Exception as e:  # the schema itself (a $ref to nowhere): not the manifest's fault
+        if schemas.validator(*key) is None:
+            raise
+        raise schemas.broken(*key, describe(e)) from None
     for err in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
         path, msg = _message(err)
         findings.append(Finding(name, path, msg))
