@@ -138,10 +138,12 @@ def _local_store(state_dir: Path) -> str:
     ]
     if not found and runs:
         spools = " ".join(f"--spool {d / 'storage'}" for d in runs)
+        blocked = [str(d / "mlflow.db") for d in runs if (d / "mlflow.db").exists()]
+        first = f"move {', '.join(blocked)} aside (not a file), then " if blocked else ""
         raise PermanentError(
             f"no MLflow store in {', '.join(str(d) for d in runs)}, though local runs are there "
             "(mlflow.db moved or deleted?); the runs' spools still hold their lineage: "
-            f"`gangway lineage sync {spools}` builds it again"
+            f"{first}`gangway lineage sync {spools}` builds it again"
         )
     if not found:
         raise PermanentError(

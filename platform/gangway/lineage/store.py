@@ -162,9 +162,16 @@ def _refuse_to_read(uri: str, state: SqliteState) -> None:
 def _unusable(uri: str, state: SqliteState, *, reading: bool = False) -> str:
     """Why the store cannot be used as it is, and what to do."""
     if state.condition in ("foreign", "empty"):
+        damaged = state.detail and "no MLflow tables" not in state.detail
+        aside = (
+            "; if it was the store and is damaged, move it aside: the spools still hold the "
+            "records, and a `gangway lineage sync` builds it again"
+            if damaged
+            else ""
+        )
         return (
             f"{uri} is not an MLflow store ({state.detail or 'no MLflow tables'}); check the "
-            "path — Gangway does not add tables to another database"
+            f"path — Gangway does not add tables to another database{aside}"
         )
     if state.detail:  # a hot journal: only a writer may roll it back
         return (
