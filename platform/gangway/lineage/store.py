@@ -156,10 +156,10 @@ def _refuse_to_read(uri: str, state: SqliteState) -> None:
     if state.condition == "missing":
         raise NotFoundError(f"{uri}: no MLflow store there (no such file); check the path")
     if state.condition != "current":
-        raise PermanentError(_unusable(uri, state, reading=True))
+        raise PermanentError(_unusable(uri, state))
 
 
-def _unusable(uri: str, state: SqliteState, *, reading: bool = False) -> str:
+def _unusable(uri: str, state: SqliteState) -> str:
     """Why the store cannot be used as it is, and what to do."""
     if state.condition in ("foreign", "empty"):
         damaged = state.detail and "no MLflow tables" not in state.detail
