@@ -1,4 +1,4 @@
-"""``gangway lint`` against the upstream CRD schemas (Argo Workflows v4.0.10, Volcano v1.15.1).
+"""``gangway lint`` against the upstream CRD schemas (Argo Workflows v4.1.2, Volcano v1.15.1).
 
 The CRD directory comes from ``GANGWAY_CRDS_DIR`` (``.ci/run`` points it at ``../shared/crds``);
 without it these tests skip and say why.

@@ -255,7 +255,7 @@ class PlatformConfig(_Model):
     """Images may come only from these prefixes (``ghcr.io/gangway/``)."""
     argo_executor_image: str | None = None
     """Argo's executor (init and wait containers of every step), mirrored into an allowed
-    registry (default: the first registry's ``argoexec:v4.0.10``)."""
+    registry (default: the first registry's ``argoexec:v4.1.2``)."""
     mlflow: Mlflow
     storage: Storage
     priority_classes: dict[str, PriorityClass] = Field(min_length=1)
@@ -300,7 +300,7 @@ class PlatformConfig(_Model):
 
     @property
     def executor_image(self) -> str:
-        return self.argo_executor_image or f"{self.registries[0]}argoexec:v4.0.10"
+        return self.argo_executor_image or f"{self.registries[0]}argoexec:v4.1.2"
 
     def gpu_types(self) -> set[str]:
         return {t for c in self.clusters.values() for t in c.gpus}
