@@ -1,201 +1,113 @@
-"""A small, safe evaluator for Argo's expressions.
+"""Argo's expressions, evaluated as Argo evaluates them, or refused by name.
 
-Argo evaluates ``expr`` (retryStrategy.expression, ``{{=...}}``, ``valueFrom.expression``) and
-govaluate (``when``). The subset here: literals, dotted names looked up in a scope (and
-``x['key']``), ``asInt``/``asFloat``/``string``/``toJson``/``jsonpath``, arithmetic,
-comparisons, ternaries, ``in [...]``, ``&&``, ``||``, ``!``, parentheses. Anything else
-(sprig, closures like ``filter``/``map``) is refused, never guessed.
+* expr (expr-lang/expr v1.17): ``{{=...}}`` tags, ``valueFrom.expression``,
+  ``retryStrategy.expression``, hook expressions: :mod:`gangway.argo.expr_syntax` reads,
+  :mod:`gangway.argo.expr_eval` evaluates over the scope expanded as Argo expands it
+  (``tasks.a.outputs.result`` is a key of nested maps; a parent key that also has children,
+  such as the JSON ``inputs.parameters``, gives way to them: util/expand), with Argo's
+  helpers, ``len`` and the closures ``filter map all any none one count``;
+* govaluate: ``when`` (:mod:`gangway.argo.govaluate`), ``=~`` / ``!~`` with Go's regexp
+  (:mod:`gangway.argo.re2`);
+* ``jsonpath()`` (:mod:`gangway.argo.jsonpath`).
+
+A tag's value is printed as Go's ``%v`` prints it (:mod:`gangway.argo.gofmt`). Nothing is
+handed to Python's ``eval``. Sprig, ``matches``, pipes and the other builtins are refused,
+naming the construct.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from gangway.argo.errors import UnsupportedConstruct
+from gangway.argo.expr_eval import Evaluator, ExprError
+from gangway.argo.expr_syntax import Node, parse
+from gangway.argo.gofmt import go_text
+from gangway.argo.govaluate import when_holds
 
-__all__ = ["evaluate", "when_holds"]
-
-_TOKEN = re.compile(
-    r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<str>'[^']*'|\"[^\"]*\")|(?P<name>[A-Za-z_][\w.-]*(?<![.-]))"
-    r"|(?P<op>\|\||&&|==|!=|<=|>=|!|[-+*/%<>()\[\],?:]))"
-)
-
+__all__ = ["ExprError", "as_text", "evaluate", "expand_expression", "expand_scope", "when_holds"]
 
 _STRICT = object()
 """``missing`` when an unknown name is an error."""
 
 
-def _as_int(v: Any) -> int:
-    """Argo's ``asInt``: a base-10 integer in ASCII digits, nothing else (not ``2.9``,
-    ``1_0`` or other scripts' digits, which Python's ``int`` would take)."""
-    if isinstance(v, bool) or not re.fullmatch(r"[-+]?[0-9]+", str(v)):
-        raise ValueError(f"asInt({v!r}): not an integer")
-    return int(str(v))
-
-
-def _jsonpath(doc: Any, path: str) -> Any:
-    """expr's ``jsonpath(JSON, '$.a.b[0]')``: dotted keys and list indexes."""
-    cur = json.loads(doc) if isinstance(doc, str) else doc
-    for key, index in re.findall(r"\.([\w-]+)|\[(\d+)\]", path.removeprefix("$")):
-        cur = cur[int(index)] if index else cur[key]
-    return cur
-
-
-_FUNCS: dict[str, Callable[..., Any]] = {
-    "asInt": _as_int,
-    "asFloat": float,
-    "string": str,
-    "toJson": lambda v: json.dumps(v, separators=(",", ":")),
-    "jsonpath": _jsonpath,
-}
-_ALLOWED = (
-    ast.Expression,
-    ast.BoolOp,
-    ast.And,
-    ast.Or,
-    ast.UnaryOp,
-    ast.Not,
-    ast.USub,
-    ast.BinOp,
-    ast.Add,
-    ast.Sub,
-    ast.Mult,
-    ast.Div,
-    ast.Mod,
-    ast.Compare,
-    ast.Eq,
-    ast.NotEq,
-    ast.Lt,
-    ast.LtE,
-    ast.Gt,
-    ast.GtE,
-    ast.In,
-    ast.NotIn,
-    ast.Constant,
-    ast.Name,
-    ast.Load,
-    ast.List,
-    ast.Tuple,
-    ast.Call,
-    ast.IfExp,
-)
-_SUBSCRIPT = re.compile(r"""\[\s*(?:'([^']*)'|"([^"]*)")\s*\]""")
-"""``tasks['flip-coin']``: expr's index by name, read as the dotted ``tasks.flip-coin``."""
-
-
-def _translate(
-    expr: str, scope: Mapping[str, Any], bare_strings: bool = False, missing: Any = _STRICT
-) -> tuple[str, dict[str, Any]]:
-    out: list[str] = []
-    values: dict[str, Any] = {}
-    pos = 0
-    expr = _SUBSCRIPT.sub(lambda m: "." + (m.group(1) or m.group(2) or ""), expr.strip())
-    while pos < len(expr):
-        m = _TOKEN.match(expr, pos)
-        if not m or m.end() == pos:
-            raise UnsupportedConstruct(f"expression {expr!r}: cannot parse at {expr[pos:]!r}")
-        pos = m.end()
-        if m.group("num") or m.group("str"):
-            out.append(m.group("num") or m.group("str"))
+def expand_scope(scope: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1, "a.c": 2}`` as ``{"a": {"b": 1, "c": 2}}``; a key that is also the
+    parent of others (``a`` beside ``a.b``) is dropped, as Argo's util/expand drops it."""
+    parents = {key[:i] for key in scope for i, ch in enumerate(key) if ch == "."}
+    env: dict[str, Any] = {}
+    for key in sorted(scope):
+        if key in parents:
             continue
-        if name := m.group("name"):
-            if name in _FUNCS or name in ("in", "not", "true", "false"):
-                out.append({"true": "True", "false": "False"}.get(name, name))
-            elif name in scope or bare_strings or missing is not _STRICT:
-                key = f"_v{len(values)}"
-                values[key] = scope.get(name, name if bare_strings else missing)
-                out.append(key)
-            elif name.startswith("sprig."):
-                raise UnsupportedConstruct(
-                    f"expression {expr!r}: sprig functions ({name}) are not evaluated locally; "
-                    "use expr's own functions and operators"
-                )
-            else:
-                raise UnsupportedConstruct(f"expression {expr!r}: unknown variable {name!r}")
-            continue
-        op = m.group("op")
-        out.append({"||": " or ", "&&": " and ", "!": " not "}.get(op, op))
-    return " ".join(_ternary(out, expr)), values
+        *path, leaf = key.split(".")
+        node = env
+        for part in path:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[leaf] = scope[key]
+    return env
 
 
-def _ternary(tokens: list[str], expr: str) -> list[str]:
-    """expr's ``cond ? a : b`` as Python's ``(a) if (cond) else (b)``, inner groups first."""
-    out: list[str] = []
-    i = 0
-    while i < len(tokens):  # each parenthesized group on its own
-        if tokens[i] in ("(", "["):
-            j = _closing(tokens, i)
-            out += [tokens[i], *_ternary(tokens[i + 1 : j], expr), tokens[j]]
-            i = j + 1
-        else:
-            out.append(tokens[i])
-            i += 1
-    if "?" not in out:
-        return out
-    q = out.index("?")
-    nest = 0
-    for j in range(q + 1, len(out)):
-        if out[j] == "?":
-            nest += 1
-        elif out[j] == ":" and nest:
-            nest -= 1
-        elif out[j] == ":":
-            cond, then, other = out[:q], out[q + 1 : j], _ternary(out[j + 1 :], expr)
-            return ["(", *then, ")", " if ", "(", *cond, ")", " else ", "(", *other, ")"]
-    raise UnsupportedConstruct(f"expression {expr!r}: a '?' without its ':'")
+def _run(expr: str, tree: Node, scope: Mapping[str, Any], bare: bool, missing: Any) -> Any:
+    def unknown(name: str) -> Any:
+        if bare:
+            return name
+        if missing is not _STRICT:
+            return missing
+        hint = ""
+        if re.search(r"\w-" + re.escape(name) + r"\b", expr):
+            hint = "; a name with '-' is written with brackets, e.g. tasks['flip-coin']"
+        raise ExprError(f"expression {expr!r}: unknown variable {name!r}{hint}")
 
-
-def _closing(tokens: list[str], i: int) -> int:
-    depth = 0
-    for j in range(i, len(tokens)):
-        depth += tokens[j] in ("(", "[")
-        depth -= tokens[j] in (")", "]")
-        if depth == 0:
-            return j
-    return len(tokens) - 1
+    try:
+        return Evaluator(expand_scope(scope), unknown).run(tree)
+    except ExprError as e:
+        if str(e).startswith("expression "):
+            raise
+        raise ExprError(f"expression {expr!r} failed: {e}") from None
+    except UnsupportedConstruct as e:
+        raise UnsupportedConstruct(f"expression {expr!r}: {e}") from None
 
 
 def evaluate(
     expr: str, scope: Mapping[str, Any], *, bare_strings: bool = False, missing: Any = _STRICT
 ) -> Any:
-    """Evaluate ``expr`` with dotted names from ``scope`` (e.g. ``lastRetry.exitCode``).
+    """The value of ``expr`` over ``scope`` (flat dotted names, e.g. ``lastRetry.exitCode``):
+    ``None`` for expr's nil, ``int``/``float`` as Go keeps them apart, lists, dicts.
 
-    ``bare_strings``: a name that is not in scope is the string it spells, as in a ``when``
-    (govaluate, as Argo runs it: ``{{tasks.flip.outputs.result}} == heads``). ``missing``: the
-    value of a name not in scope (expr's nil for an absent key, as in the branch of a
-    ternary not taken), else such a name is an error."""
-    text, values = _translate(expr, scope, bare_strings, missing)
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        raise UnsupportedConstruct(f"expression {expr!r} is not supported locally") from None
-    for node in ast.walk(tree):
-        if not isinstance(node, _ALLOWED):
+    ``bare_strings``: a top-level name that is not in scope is the string it spells.
+    ``missing``: the value of such a name (instead of an error)."""
+    return _run(expr, parse(expr.strip()), scope, bare_strings, missing)
+
+
+def as_text(value: Any) -> str:
+    """An expression's value as Argo writes it into a parameter: Go's ``%v``."""
+    if value is None:
+        raise ExprError("the expression evaluated to nil, which Argo does not accept")
+    return go_text(value)
+
+
+def expand_expression(body: str, scope: Mapping[str, Any]) -> str:
+    """The text a ``{{=body}}`` tag becomes (util/template expressionReplace).
+
+    Argo splits a tag holding both ``?`` and ``:`` at its first ``?`` and evaluates the part
+    before it alone (its reading of a ternary); a tag where that first ``?`` is not the
+    ternary's (``??``, ``?.``, a ``?`` in a string or in parentheses) is refused."""
+    text = body.strip()
+    tree = parse(text)
+    if "?" in text and ":" in text and len(text) >= 5:
+        try:
+            head: Node | None = parse(text[: text.index("?")])
+        except UnsupportedConstruct:
+            head = None
+        if not (tree.kind == "cond" and head == tree.args[0]):
             raise UnsupportedConstruct(
-                f"expression {expr!r}: {type(node).__name__} is not supported locally"
+                f"{{{{={body}}}}}: Argo splits a tag holding '?' and ':' at its first '?', "
+                "which is not this expression's ternary; not evaluated locally (write the "
+                "ternary outermost, or move the other '?' into another parameter)"
             )
-        if isinstance(node, ast.Call) and not (
-            isinstance(node.func, ast.Name) and node.func.id in _FUNCS
-        ):
-            raise UnsupportedConstruct(
-                f"expression {expr!r}: only {', '.join(_FUNCS)} calls are evaluated locally"
-            )
-    try:
-        return eval(compile(tree, "<argo-expr>", "eval"), {"__builtins__": {}, **_FUNCS}, values)
-    except (ValueError, TypeError, ZeroDivisionError) as e:
-        raise UnsupportedConstruct(f"expression {expr!r} failed: {e}") from None
-    except (KeyError, IndexError) as e:
-        raise UnsupportedConstruct(f"expression {expr!r}: jsonpath finds no {e}") from None
-
-
-def when_holds(condition: str) -> bool:
-    """A ``when`` condition, its placeholders already filled: govaluate's reading, bare words
-    as strings, numbers compared as numbers."""
-    value = evaluate(condition, {}, bare_strings=True)
-    if isinstance(value, str):
-        value = value.strip().lower() == "true"
-    return bool(value)
+    return as_text(_run(text, tree, scope, False, _STRICT))
