@@ -87,6 +87,13 @@ def _set(path: list[Any], value: Any) -> Callable[[dict[str, Any]], None]:
     return apply
 
 
+def _as_workflow(wt: dict[str, Any], argument: dict[str, Any]) -> None:
+    """``wt`` made a Workflow whose ``argument`` names an undeclared workflow parameter: an
+    error there (a WorkflowTemplate gets a warning: the Workflow using it may supply it)."""
+    argument["value"] = "{{workflow.parameters.sauce}}"
+    wt["kind"] = "Workflow"
+
+
 def _stage_container(wt: dict[str, Any]) -> dict[str, Any]:
     c: dict[str, Any] = _template(wt, "stage")["container"]
     return c
@@ -122,10 +129,8 @@ CASES: list[Any] = [
         id="undeclared-parameter",
     ),
     pytest.param(
-        lambda wt: _dag(wt)[0]["arguments"]["parameters"][0].update(
-            value="{{workflow.parameters.sauce}}"
-        ),
-        "WorkflowTemplate/train-eval-infer",
+        lambda wt: _as_workflow(wt, _dag(wt)[0]["arguments"]["parameters"][0]),
+        "Workflow/train-eval-infer",
         f"spec.templates[{T['main']}].dag.tasks[0].arguments.parameters[0].value",
         "workflow.parameters.sauce}} is not a workflow parameter",
         id="undeclared-workflow-parameter",

@@ -773,3 +773,99 @@ def test_nothing_else_adds_ipc_lock_and_rdma_gangs_stay_restricted(
     assert expected in denied[0]
     if expected == CAPABILITIES:
         assert "or IPC_LOCK in a gang pod, in a container with an RDMA device" in denied[0]
+
+
+# ---- every container of the pod Argo makes of a template ------------------------------------
+
+
+def argo_pod(wt: Obj, template: Obj, defaults: Obj | None = None) -> Obj:
+    """The pod Argo makes of ``template`` (a step's pod of the reference pipeline otherwise):
+    each container :func:`gangway.lint.pods.pod_containers` finds — ``spec.templateDefaults``
+    merged in — its main container named ``main``, its init containers in ``initContainers``,
+    the rest (sidecars, a containerSet's) in ``containers``."""
+    from gangway.lint.pods import pod_containers
+
+    pod = step_pod(wt)
+    inits: list[Obj] = []
+    pod["spec"]["containers"] = []
+    for pc in pod_containers(template, "t", defaults or {}, "d"):
+        c = {**pc.container, "name": "main"} if pc.main else dict(pc.container)
+        (inits if ".initContainers[" in pc.path else pod["spec"]["containers"]).append(c)
+    if inits:
+        pod["spec"]["initContainers"] = inits
+    return pod
+
+
+def _named(c: Obj, name: str, **security: Any) -> Obj:
+    return {**copy.deepcopy(c), "name": name} | (
+        {"securityContext": {**c["securityContext"], **security}} if security else {}
+    )
+
+
+def _main(wt: Obj) -> Obj:
+    return _container(step_pod(wt))
+
+
+PRIVILEGED_IN: dict[str, Callable[[Obj, bool], tuple[Obj, Obj | None, str]]] = {
+    "sidecar": lambda wt, bad: (
+        {"container": _main(wt), "sidecars": [_named(_main(wt), "proxy", privileged=bad)]},
+        None,
+        "proxy",
+    ),
+    "init-container": lambda wt, bad: (
+        {"container": _main(wt), "initContainers": [_named(_main(wt), "fetch", privileged=bad)]},
+        None,
+        "fetch",
+    ),
+    "container-set": lambda wt, bad: (
+        {
+            "containerSet": {
+                "containers": [_named(_main(wt), "a"), _named(_main(wt), "b", privileged=bad)]
+            }
+        },
+        None,
+        "b",
+    ),
+    # a DAG task's or a step's ``inline:`` template makes its pod as a named one does
+    "inline-template": lambda wt, bad: (
+        {"container": _named(_main(wt), "x", privileged=bad)},
+        None,
+        "main",
+    ),
+    "template-defaults": lambda wt, bad: (
+        {"container": {k: v for k, v in _main(wt).items() if k != "securityContext"}},
+        {"container": {"securityContext": {**_main(wt)["securityContext"], "privileged": bad}}},
+        "main",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", list(PRIVILEGED_IN))
+def test_a_privileged_container_anywhere_in_an_argo_pod_is_denied(
+    workflow: Obj, where: str
+) -> None:
+    """A sidecar, an init container, a containerSet's, an inline template's and one whose
+    securityContext comes from templateDefaults: all in the pod the policy sees."""
+    template, defaults, name = PRIVILEGED_IN[where](workflow, False)
+    assert admit(argo_pod(workflow, template, defaults)) == []
+    template, defaults, name = PRIVILEGED_IN[where](workflow, True)
+    denied = admit(argo_pod(workflow, template, defaults))
+    assert len(denied) == 1, denied
+    assert denied[0].startswith(f"container {name}: spec.containers[*].securityContext.privileged")
+
+
+def test_a_privileged_debug_container_is_denied(workflow: Obj) -> None:
+    """``kubectl debug`` adds an ephemeral container through a subresource the policy matches."""
+    restricted = next(
+        p for p in policies(CFG) if p["metadata"]["name"] == "gangway-restricted-pods"
+    )
+    assert (
+        "pods/ephemeralcontainers"
+        in restricted["spec"]["matchConstraints"]["resourceRules"][0]["resources"]
+    )
+    pod = step_pod(workflow)
+    pod["spec"]["ephemeralContainers"] = [_named(_container(pod), "debug")]
+    assert admit(pod) == []
+    pod["spec"]["ephemeralContainers"][0]["securityContext"]["privileged"] = True
+    denied = admit(pod)
+    assert len(denied) == 1 and denied[0].startswith("container debug: "), denied

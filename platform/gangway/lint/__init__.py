@@ -17,26 +17,33 @@
 A resource template's object (a Volcano Job, a Service ...) is checked as Argo would create
 it: the template's placeholders are filled from the calling task's or step's arguments and the
 workflow parameters' defaults; so are a container or script template's pod fields, where the
-value is known before the run.
+value is known before the run. What a manifest must be follows its action
+(:mod:`gangway.lint.resources`: a whole object to create, a name to get or delete, a JSON
+patch, a partial object to merge). The pod rules see every container Argo puts in a pod —
+sidecars, init containers, a containerSet's, inline templates', ``templateDefaults`` merged in,
+``podSpecPatch`` read — each finding at the field that writes it (:mod:`gangway.lint.pods`,
+:mod:`gangway.lint.pod_spec_patch`). In a WorkflowTemplate, a workflow parameter it does not
+declare is a warning (the Workflow using it may supply it), as Argo validates templates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from gangway.argo.manifests import fill_manifest
 from gangway.argo.scope import static_scope, workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
 from gangway.config import PlatformConfig, load_config
-from gangway.errors import PermanentError
 from gangway.lint._findings import Finding
-from gangway.lint.argo_rules import check_workflow
+from gangway.lint.argo_rules import TEMPLATE_KINDS, check_workflow
 from gangway.lint.crds import CrdSchemas
-from gangway.lint.platform_rules import check_gang, check_launch, check_pod, known_gpu_products
+from gangway.lint.platform_rules import check_pod, check_pod_fields, known_gpu_products
+from gangway.lint.pod_spec_patch import check_pod_spec_patch
+from gangway.lint.pods import every_template, merge_defaults, pod_containers, source_path
+from gangway.lint.resources import ResourceContext, lint_resource
 from gangway.lint.structural import validate_structure
 from gangway.lint.team_rules import check_team
-from gangway.volcano.gang import is_job, pod_specs
 
 __all__ = ["CrdSchemas", "Finding", "lint_manifest"]
 
@@ -71,53 +78,63 @@ def lint_manifest(
         **((obj.get("metadata") or {}).get("labels") or {}),
         **((spec.get("workflowMetadata") or {}).get("labels") or {}),
     }
-    for i, t in enumerate(spec.get("templates") or []):
-        tp = f"{base}.templates[{i}]"
+    ctx = ResourceContext(
+        spec, labels, schemas, platform, products, obj.get("kind") in TEMPLATE_KINDS
+    )
+    if platform:
+        findings += list(check_pod_fields(spec, base, name))
+    for tp, t in every_template(spec, base):
         if platform:
-            findings += _check_template_pod(t, spec, labels, tp, name, products)
-        manifest = (t.get("resource") or {}).get("manifest")
-        if manifest:
-            findings += _lint_resource(
-                str(manifest), t, spec, labels, schemas, tp, platform, products
-            )
+            findings += _check_template_pod(t, tp, base, ctx, name)
+        if (t.get("resource") or {}).get("manifest"):
+            findings += lint_resource(t, tp, ctx)
     return _dedupe(findings)
 
 
 def _check_template_pod(
-    t: Mapping[str, Any],
-    spec: Mapping[str, Any],
-    labels: Mapping[str, str],
-    tp: str,
-    name: str,
-    products: frozenset[str],
+    t: Mapping[str, Any], tp: str, base: str, ctx: ResourceContext, name: str
 ) -> list[Finding]:
-    """The platform's pod rules for a container or script template, on the pod Argo makes of
-    it: the values known before the run filled in (so ``-p`` values are checked as they will
-    be submitted), the workflow's pod-level settings merged in as Argo merges them (a
-    template's nodeSelector and tolerations replace the workflow's)."""
-    body = t.get("container") or t.get("script")
-    if body is None:
+    """The platform's pod rules for every container of a template's pod (main, sidecars,
+    init containers, a containerSet's), on the pod Argo makes of it: ``spec.templateDefaults``
+    merged in, the values known before the run filled in (so ``-p`` values are checked as
+    they will be submitted), the workflow's pod-level settings merged in as Argo merges them
+    (a template's nodeSelector and tolerations replace the workflow's); then the
+    ``podSpecPatch`` of the workflow and of the template (:mod:`gangway.lint.pod_spec_patch`)."""
+    spec = ctx.spec
+    defaults = spec.get("templateDefaults") or {}
+    found = pod_containers(t, tp, defaults, f"{base}.templateDefaults")
+    if not found:
         return []
+    merged = merge_defaults(defaults, t)
     pod = {
         "securityContext": {
             **(spec.get("securityContext") or {}),
-            **(t.get("securityContext") or {}),
+            **(merged.get("securityContext") or {}),
         },
-        "nodeSelector": t.get("nodeSelector") or spec.get("nodeSelector") or {},
-        "tolerations": t.get("tolerations") or spec.get("tolerations") or [],
-        "volumes": [*(spec.get("volumes") or []), *(t.get("volumes") or [])],
-        "hostNetwork": spec.get("hostNetwork"),
+        "nodeSelector": merged.get("nodeSelector") or spec.get("nodeSelector") or {},
+        "tolerations": merged.get("tolerations") or spec.get("tolerations") or [],
+        "volumes": merged.get("volumes") or [],
     }
-    scope = static_scope(t, spec, labels, stand_ins=False)
-    key = "container" if "container" in t else "script"
-    return check_pod(
-        [_fill_tree(body, scope)],
+    scope = static_scope(t, spec, ctx.labels, stand_ins=False)
+    findings = check_pod(
+        [_fill_tree(pc.container, scope) for pc in found],
         _fill_tree(pod, scope),
         tp,
         name,
-        [f"{tp}.{key}"],
-        gpu_products=products,
+        [pc.path for pc in found],
+        gpu_products=ctx.products,
     )
+    out = []
+    for f in findings:
+        pc = next((pc for pc in found if f.path.startswith(pc.path + ".")), None)
+        out.append(replace(f, path=source_path(pc, f.path)) if pc else f)
+    names = {str(pc.container.get("name")) for pc in found if not pc.main}
+    for where, text in ((base, spec.get("podSpecPatch")), (tp, merged.get("podSpecPatch"))):
+        if text:
+            out += check_pod_spec_patch(
+                str(text), f"{where}.podSpecPatch", name, names, lambda s: _fill_tree(s, scope)
+            )
+    return out
 
 
 def _fill_tree(obj: Any, scope: Mapping[str, str]) -> Any:
@@ -143,36 +160,3 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
             seen.add((f.obj, f.path))
             out.append(f)
     return out
-
-
-def _lint_resource(
-    manifest: str,
-    template: Mapping[str, Any],
-    spec: Mapping[str, Any],
-    labels: Mapping[str, str],
-    schemas: CrdSchemas | None,
-    tp: str,
-    platform: bool,
-    products: frozenset[str],
-) -> list[Finding]:
-    where = f"resource in template {template.get('name')}"
-    scope = static_scope(template, spec, labels)
-    try:
-        job = fill_manifest(manifest, scope, where="")
-    except PermanentError as e:
-        return [Finding(where, f"{tp}.resource.manifest", str(e))]
-    if not isinstance(job, dict):
-        return [Finding(where, f"{tp}.resource.manifest", "is not a Kubernetes object")]
-    name = f"{job.get('kind')} in template {template.get('name')}"
-    findings = validate_structure(job, schemas, name) if schemas is not None else []
-    if platform and is_job(job):
-        findings += check_gang(job, name)
-        for path, pod in pod_specs(job):
-            containers = pod.get("containers") or []
-            paths = [f"{path}.containers[{k}]" for k in range(len(containers))]
-            findings += check_pod(
-                containers, pod, path, name, paths, gang=True, gpu_products=products
-            )
-            for c, cpath in zip(containers, paths, strict=True):
-                findings += check_launch(c, cpath, name)
-    return findings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from gangway.argo.conditions import split_requirements
 from gangway.argo.depends import task_depends
@@ -14,7 +14,12 @@ from gangway.argo.substitution import PLACEHOLDER
 from gangway.lint._findings import Finding
 from gangway.retries import RETRY_POLICIES
 
-__all__ = ["check_workflow"]
+__all__ = ["TEMPLATE_KINDS", "check_workflow"]
+
+TEMPLATE_KINDS = frozenset({"WorkflowTemplate", "ClusterWorkflowTemplate"})
+"""Kinds Argo validates in isolation: a ``{{workflow.parameters.X}}`` they do not declare may
+come from the Workflow that uses them (``resolveAllVariables``, workflow/validate), so it is a
+warning there and an error in a Workflow or CronWorkflow."""
 
 _NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]{0,127}$")
 _KEY = r"[A-Za-z0-9][\w./-]*"
@@ -57,6 +62,9 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
     spec = workflow_spec(obj)
     base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
     out: list[Finding] = []
+    undeclared: Literal["error", "warning"] = (
+        "warning" if obj.get("kind") in TEMPLATE_KINDS else "error"
+    )
     templates = {t.get("name"): t for t in spec.get("templates") or []}
     wf_params = {p.get("name") for p in (spec.get("arguments") or {}).get("parameters") or []}
     wf_params.add("json")  # {{workflow.parameters.json}}: all of them, as JSON
@@ -88,7 +96,7 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
                         )
                     )
                 elif family == "workflow.parameters" and ref not in wf_params:
-                    out.append(_undeclared_workflow_parameter(ref, path, name))
+                    out.append(_undeclared_workflow_parameter(ref, path, name, undeclared))
         out += _check_retry(t.get("retryStrategy"), f"{tp}.retryStrategy", name)
         res = t.get("resource") or {}
         for cond in ("successCondition", "failureCondition"):
@@ -96,7 +104,7 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
             if problem:
                 out.append(Finding(name, f"{tp}.resource.{cond}", problem))
         if "dag" in t:
-            out += _check_dag(t, tp, templates, wf_params, name)
+            out += _check_dag(t, tp, templates, (wf_params, undeclared), name)
     return out
 
 
@@ -116,7 +124,17 @@ def _condition_problem(condition: str) -> str | None:
     return None
 
 
-def _undeclared_workflow_parameter(ref: str, path: str, name: str) -> Finding:
+def _undeclared_workflow_parameter(
+    ref: str, path: str, name: str, severity: Literal["error", "warning"]
+) -> Finding:
+    if severity == "warning":
+        return Finding(
+            name,
+            path,
+            f"{{{{workflow.parameters.{ref}}}}} is not declared here (spec.arguments."
+            "parameters): the Workflow that uses this template must supply it",
+            "warning",
+        )
     return Finding(
         name,
         path,
@@ -147,8 +165,14 @@ def _check_retry(rs: Mapping[str, Any] | None, path: str, name: str) -> list[Fin
 
 
 def _check_dag(
-    t: Mapping[str, Any], tp: str, templates: Mapping[Any, Any], wf_params: set[Any], name: str
+    t: Mapping[str, Any],
+    tp: str,
+    templates: Mapping[Any, Any],
+    params: tuple[set[Any], Literal["error", "warning"]],
+    name: str,
 ) -> list[Finding]:
+    """``params``: the declared workflow parameters, and the severity of an undeclared one."""
+    wf_params, undeclared = params
     out: list[Finding] = []
     tasks = (t.get("dag") or {}).get("tasks") or []
     by_name = {task.get("name"): task for task in tasks}
@@ -181,7 +205,7 @@ def _check_dag(
         for spath, text in _strings(task, path):
             for family, ref_task, ref in _refs(text):
                 if family == "workflow.parameters" and ref not in wf_params:
-                    out.append(_undeclared_workflow_parameter(ref, spath, name))
+                    out.append(_undeclared_workflow_parameter(ref, spath, name, undeclared))
                 if ref_task is not None:
                     out += _check_task_output(ref_task, ref, by_name, templates, spath, name)
     cycle = _cycle(graph)

@@ -25,6 +25,7 @@ __all__ = [
     "check_gang",
     "check_launch",
     "check_pod",
+    "check_pod_fields",
     "is_rdma_resource",
     "known_gpu_products",
 ]
@@ -117,20 +118,23 @@ def check_pod(
     gpus = _gpu_quantities([*containers, *(pod.get("initContainers") or [])])
     out += list(_gpu_product(gpus, pod, path, name, gpu_products))
     out += list(_gpu_taint(gpus, pod, path, name))
+    out += list(check_pod_fields(pod, path, name))
+    return out
+
+
+def check_pod_fields(pod: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:
+    """Pod Security "restricted" on the pod's own fields: no hostPath volume, no host
+    network, PID or IPC namespace."""
     for i, v in enumerate(pod.get("volumes") or []):
-        if "hostPath" in v:
-            out.append(
-                Finding(
-                    name,
-                    f"{path}.volumes[{i}].hostPath",
-                    "hostPath volumes are "
-                    "not allowed (Pod Security restricted); use emptyDir or a PVC",
-                )
+        if isinstance(v, Mapping) and "hostPath" in v:
+            yield Finding(
+                name,
+                f"{path}.volumes[{i}].hostPath",
+                "hostPath volumes are not allowed (Pod Security restricted); use emptyDir or a PVC",
             )
     for key in ("hostNetwork", "hostPID", "hostIPC"):
         if pod.get(key):
-            out.append(Finding(name, f"{path}.{key}", "not allowed (Pod Security restricted)"))
-    return out
+            yield Finding(name, f"{path}.{key}", "not allowed (Pod Security restricted)")
 
 
 def _gpu_quantities(containers: list[Mapping[str, Any]]) -> list[str]:

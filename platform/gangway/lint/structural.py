@@ -52,9 +52,12 @@ def _message(err: ValidationError) -> tuple[str, str]:
     return path, err.message
 
 
-def validate_structure(obj: dict[str, Any], schemas: CrdSchemas, name: str) -> list[Finding]:
+def validate_structure(
+    obj: dict[str, Any], schemas: CrdSchemas, name: str, *, partial: bool = False
+) -> list[Finding]:
     """Every schema violation of ``obj``, each with its field path; a warning when no schema
-    knows its kind (its fields are then not checked)."""
+    knows its kind (its fields are then not checked). ``partial``: ``obj`` is a merge patch,
+    whose fields must be the kind's but none is required."""
     key = (str(obj.get("apiVersion")), str(obj.get("kind")))
     validator = schemas.validator(*key) or core_validator(*key)
     if validator is None:
@@ -75,6 +78,8 @@ def validate_structure(obj: dict[str, Any], schemas: CrdSchemas, name: str) -> l
         if schemas.validator(*key) is None:
             raise
         raise schemas.broken(*key, describe(e)) from None
+    if partial:
+        errors = [e for e in errors if e.validator != "required"]
     for err in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
         path, msg = _message(err)
         findings.append(Finding(name, path, msg))

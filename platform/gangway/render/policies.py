@@ -6,21 +6,18 @@ object. Every Pod and Volcano Job created or updated in a team namespace is chec
   ``gangway.dev/team``: Pod Security "restricted" essentials (not privileged, no privilege
   escalation, ``runAsNonRoot`` on the container or the pod, capabilities drop ALL and add at
   most NET_BIND_SERVICE, no host network/PID/IPC, no hostPath) and images only from the
-  config's ``registries``, for the containers and initContainers of a pod or a Job's templates.
-  One exception (``docs/gpu-clusters.md``): IPC_LOCK in a container with an RDMA device of a gang
-  pod — a Job's template, or a pod a Volcano Job controls (an owner reference, which Argo
-  templates cannot set; a label they can);
+  config's ``registries``, for every container of a pod or a Job's templates: ``containers``
+  (a template's main container, sidecars, a containerSet's: inline templates and
+  ``templateDefaults`` included, the policy sees the pod Argo made, ``podSpecPatch`` applied),
+  ``initContainers`` and ``ephemeralContainers`` (``kubectl debug`` adds them through
+  ``pods/ephemeralcontainers``, matched too). One exception (``docs/gpu-clusters.md``):
+  IPC_LOCK in a container with an RDMA device of a gang pod — a Job's template, or a pod a
+  Volcano Job controls (an owner reference, which Argo templates cannot set; a label they can);
 * ``gangway-team-TEAM-pods`` / ``-jobs``, bound to the namespace labelled
   ``gangway.dev/team: TEAM``: the team's queue, priority classes and GPU caps.
 
-Design: a team's values are inlined in its policies' CEL, not passed as params. Params need a
-param kind (a CRD of our own, or ConfigMaps whose string values would carry encoded lists that
-only Kubernetes-only CEL functions can split), a ``paramRef`` per binding and a rule for a
-missing param object. Inlined, a policy is self-contained, reads as what it enforces, changes
-exactly when the config does (the manifests are re-rendered) and is tested here without a
-cluster; a pair per team is cheap for the tens of teams a platform has. Team-independent rules
-are rendered once. Jobs are checked as well as pods so that a gang step fails at once with the
-message instead of waiting for pods Volcano can never create.
+Why a team's values are inlined in its CEL (not params), and Jobs checked as well as pods:
+``docs/security.md``.
 
 * **Queue.** A pod carries ``gangway.dev/queue`` (set by Gangway pipelines) or
   ``volcano.sh/queue-name`` (set by Volcano on a Job's pods), and every queue label or
@@ -45,7 +42,7 @@ message instead of waiting for pods Volcano can never create.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gangway.config import PlatformConfig, TeamView
@@ -74,6 +71,7 @@ OPERATIONS = ("CREATE", "UPDATE")
 MAX_GPU_PARTS = 8
 """At most this many containers of a pod, and tasks of a Job, may request GPUs."""
 RESTRICTED = "Pod Security restricted"
+EPHEMERAL = "pods/ephemeralcontainers"
 Object = dict[str, Any]
 
 
@@ -98,6 +96,7 @@ PODS = _Kind(
     "spec",
     "false",
 )
+RESTRICTED_PODS = replace(PODS, rule={**PODS.rule, "resources": ["pods", EPHEMERAL]})
 JOBS = _Kind(
     "jobs",
     job_resource_rule(OPERATIONS),
@@ -111,7 +110,7 @@ def policies(cfg: PlatformConfig) -> list[Object]:
     """Every policy, then every binding, in a fixed order: the restricted pair, then each
     team's pair in the config's order."""
     every_team: Object = {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}
-    made = [(_restricted(kind, cfg.registries), every_team) for kind in (PODS, JOBS)]
+    made = [(_restricted(k, cfg.registries), every_team) for k in (RESTRICTED_PODS, JOBS)]
     for team in cfg.team_views().values():
         one_team: Object = {"matchLabels": {TEAM_LABEL: team.name}}
         made += [(_team(kind, cfg, team), one_team) for kind in (PODS, JOBS)]
@@ -140,7 +139,8 @@ def _list(items: Iterable[str]) -> str:
     return "[" + ", ".join(_lit(i) for i in items) + "]"
 
 
-CONTAINERS = "(s.containers + (has(s.initContainers) ? s.initContainers : []))"
+CONTAINERS = "(s.containers + (has(s.initContainers) ? s.initContainers : []) + "
+CONTAINERS += "(has(s.ephemeralContainers) ? s.ephemeralContainers : []))"
 VOLUMES = "(has(s.volumes) ? s.volumes : [])"
 LABELS = "has(object.metadata.labels) ? object.metadata.labels : {}"
 ANNOTATIONS = "has(object.metadata.annotations) ? object.metadata.annotations : {}"

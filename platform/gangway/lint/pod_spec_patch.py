@@ -1,0 +1,95 @@
+"""``podSpecPatch`` (the workflow's and a template's): a strategic merge patch Argo applies to
+the pod spec it built, so it can make any container privileged or the pod share the host's
+network. Best effort: the patch (JSON or YAML, as Argo takes either) is read with the values
+known before the run filled in; a value it sets that Pod Security "restricted" forbids is a
+finding at its path inside the patch; a container it adds (a name the pod does not have) is
+checked as a whole container. A patch that cannot be read is a warning: it is not checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
+
+import yaml
+
+from gangway.lint._findings import Finding
+from gangway.lint.platform_rules import check_pod, check_pod_fields
+
+__all__ = ["check_pod_spec_patch"]
+
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+EXECUTOR_CONTAINERS = frozenset({"main", "init", "wait"})
+"""The containers Argo itself puts in a pod (the executor's, and ``main``)."""
+
+
+def check_pod_spec_patch(
+    text: str, path: str, name: str, known: Collection[str], fill: Any
+) -> list[Finding]:
+    """Findings for the podSpecPatch ``text`` at ``path``: ``known`` are the names of the
+    pod's containers; ``fill`` fills a string's known placeholders."""
+    try:
+        patch = yaml.safe_load(fill(text))
+    except yaml.YAMLError:
+        patch = None
+    if not isinstance(patch, Mapping):
+        return [
+            Finding(
+                name,
+                path,
+                "could not be read as a pod spec patch (JSON or YAML), so the containers it "
+                "changes are not checked against Pod Security restricted",
+                "warning",
+            )
+        ]
+    out = list(_pod_level(patch, path, name))
+    names = {*known, *EXECUTOR_CONTAINERS}
+    for key in CONTAINER_LISTS:
+        for k, c in enumerate(patch.get(key) or []):
+            if not isinstance(c, Mapping):
+                continue
+            cpath = f"{path}.{key}[{k}]"
+            if c.get("name") not in names:  # a container of its own: every rule applies
+                out += check_pod([c], {}, path, name, [cpath])
+            else:
+                out += list(_set_values(c.get("securityContext") or {}, cpath, name))
+    return out
+
+
+def _pod_level(patch: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:
+    yield from check_pod_fields(patch, path, name)
+    sc = patch.get("securityContext") or {}
+    if isinstance(sc, Mapping):
+        yield from _identity(sc, f"{path}.securityContext", name)
+
+
+def _identity(sc: Mapping[str, Any], where: str, name: str) -> Iterator[Finding]:
+    if sc.get("runAsNonRoot") is False:
+        yield Finding(name, f"{where}.runAsNonRoot", "must not be false (Pod Security restricted)")
+    if sc.get("runAsUser") == 0:
+        yield Finding(name, f"{where}.runAsUser", "must not be 0 (root)")
+    seccomp = (sc.get("seccompProfile") or {}).get("type")
+    if seccomp is not None and seccomp not in ("RuntimeDefault", "Localhost"):
+        yield Finding(name, f"{where}.seccompProfile.type", "must be RuntimeDefault or Localhost")
+
+
+def _set_values(sc: Mapping[str, Any], cpath: str, name: str) -> Iterator[Finding]:
+    """What a patch sets in a container's securityContext that "restricted" forbids."""
+    where = f"{cpath}.securityContext"
+    if not isinstance(sc, Mapping):
+        return
+    if sc.get("privileged"):
+        yield Finding(name, f"{where}.privileged", "privileged containers are not allowed")
+    if sc.get("allowPrivilegeEscalation") is True:
+        yield Finding(name, f"{where}.allowPrivilegeEscalation", "must be false")
+    caps = sc.get("capabilities") or {}
+    added = sorted(set(caps.get("add") or []) - {"NET_BIND_SERVICE"})
+    if added:
+        yield Finding(
+            name,
+            f"{where}.capabilities.add",
+            f"{added} not allowed (Pod Security restricted adds only NET_BIND_SERVICE)",
+        )
+    if "drop" in caps and "ALL" not in (caps.get("drop") or []):
+        yield Finding(name, f"{where}.capabilities.drop", "must include ALL")
+    yield from _identity(sc, where, name)
