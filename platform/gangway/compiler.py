@@ -1,4 +1,5 @@
-"""Loading a pipeline file and compiling it to the manifest sent to Argo."""
+"""Loading a pipeline file — a Hera ``.py`` file compiled, or YAML manifests read and checked
+(:mod:`gangway.manifest_files`) — to the manifests sent to Argo or run here."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import importlib.util
 import re
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +17,15 @@ from gangway.errors import GangwayError, NotFoundError, PermanentError, closest
 
 __all__ = [
     "check_parameter_names",
+    "check_parameter_references",
     "compile_documents",
     "compile_pipeline",
     "declared_parameters",
     "import_root",
+    "load_documents",
     "load_objects",
     "load_pipeline",
+    "runnable_manifest",
     "to_yaml",
 ]
 
@@ -96,8 +101,33 @@ def _module_name(path: Path) -> tuple[str, Path]:
 
 
 def import_root(path: Path) -> Path:
-    """The directory from which the pipeline file is importable as a module."""
+    """The directory from which the pipeline file is importable as a module (a YAML file's
+    own directory: its scripts may import what lies beside it)."""
+    if path.suffix != ".py":
+        return path.resolve().parent
     return _module_name(path.resolve())[1]
+
+
+def load_documents(path: Path, *, run: bool = False) -> list[dict[str, Any]]:
+    """The manifests of a pipeline file, each checked: a Hera ``.py`` file compiled, any
+    other file read as YAML manifests (:mod:`gangway.manifest_files`; with ``run``, only
+    Argo's workflow kinds)."""
+    if path.suffix == ".py":
+        return compile_documents(path)
+    from gangway.manifest_files import read_manifests
+
+    return read_manifests(path, run=run)
+
+
+def runnable_manifest(path: Path, name: str | None = None) -> dict[str, Any]:
+    """The object ``gangway run`` runs from ``path`` (``name``: which one, when the file
+    holds several), with the template references it makes to the file's WorkflowTemplates
+    resolved; a Hera file's template by default."""
+    from gangway.manifest_files import choose
+
+    docs = load_documents(path, run=True)
+    default = docs[0] if path.suffix == ".py" and name is None else None
+    return choose(path, docs, name, default=default)
 
 
 def compile_pipeline(path: Path) -> dict[str, Any]:
@@ -112,15 +142,21 @@ def compile_documents(path: Path) -> list[dict[str, Any]]:
     refuses it (before, it compiled and failed only when its step was about to run)."""
     docs: list[dict[str, Any]] = [o.to_dict() for o in load_objects(path)]
     for doc in docs:
-        _check_parameter_references(path, doc)
+        check_parameter_references(str(path), doc, _PIPELINE_HINT)
     return docs
 
 
 _WORKFLOW_PARAMETER = re.compile(r"^\s*workflow\.parameters\.([\w-]+)\s*$")
+_PIPELINE_HINT = (
+    "a Gangway pipeline declares its parameters with pipeline(..., parameters=Params), the "
+    "model p = parameters(Params) reads"
+)
 
 
-def _check_parameter_references(path: Path, manifest: dict[str, Any]) -> None:
-    """Every ``{{workflow.parameters.NAME}}`` names a declared parameter (or ``json``)."""
+def check_parameter_references(where: str, manifest: Mapping[str, Any], hint: str) -> None:
+    """Every ``{{workflow.parameters.NAME}}`` names a declared parameter (or ``json``);
+    ``where`` starts the error, ``hint`` ends it (how to declare one)."""
+    from gangway.argo.references import spec_of
     from gangway.argo.substitution import PLACEHOLDER
 
     declared = declared_parameters(manifest) | {"json"}
@@ -136,24 +172,23 @@ def _check_parameter_references(path: Path, manifest: dict[str, Any]) -> None:
             for v in node.values() if isinstance(node, dict) else node:
                 walk(v, where)
 
-    for t in (manifest.get("spec") or {}).get("templates") or []:
-        walk(t, f"template {t.get('name')}")
+    for t in spec_of(manifest).get("templates") or []:
+        if isinstance(t, dict):
+            walk(t, f"template {t.get('name')}")
     if found:
         refs = "; ".join(f"{{{{workflow.parameters.{n}}}}} in {w}" for n, w in found.items())
         raise PermanentError(
-            f"{path}: {refs}: not a parameter this workflow declares (it takes: "
-            f"{', '.join(sorted(declared - {'json'})) or 'none'}); a Gangway pipeline declares "
-            "its parameters with pipeline(..., parameters=Params), the model p = "
-            "parameters(Params) reads"
+            f"{where}: {refs}: not a parameter this workflow declares (it takes: "
+            f"{', '.join(sorted(declared - {'json'})) or 'none'}); {hint}"
         )
 
 
-def declared_parameters(manifest: dict[str, Any]) -> set[str]:
+def declared_parameters(manifest: Mapping[str, Any]) -> set[str]:
     """The workflow parameters a compiled manifest declares (``spec.arguments.parameters``)."""
-    spec = manifest.get("spec") or {}
-    if manifest.get("kind") == "CronWorkflow":
-        spec = spec.get("workflowSpec") or {}
-    return {p["name"] for p in (spec.get("arguments") or {}).get("parameters") or []}
+    from gangway.argo.references import spec_of
+
+    params = (spec_of(manifest).get("arguments") or {}).get("parameters") or []
+    return {str(p["name"]) for p in params if isinstance(p, dict) and "name" in p}
 
 
 def check_parameter_names(manifest: dict[str, Any], names: Any) -> None:

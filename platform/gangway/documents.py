@@ -13,7 +13,7 @@ import yaml
 
 from gangway.errors import PermanentError
 
-__all__ = ["read_mapping", "yaml_problem"]
+__all__ = ["read_documents", "read_mapping", "yaml_problem"]
 
 
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
@@ -54,13 +54,28 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def read_mapping(path: str | Path, *, expected: str) -> dict[str, Any]:
     """The mapping in the YAML file at ``path`` (JSON for a ``.json`` file); ``expected`` says
     what its top-level keys should be, for the error when it is not a mapping."""
+    raw = _read(path, many=False)
+    if not isinstance(raw, dict):
+        raise PermanentError(f"{path}: expected a mapping ({expected})")
+    return raw
+
+
+def read_documents(path: str | Path) -> list[Any]:
+    """Every document of the YAML stream at ``path`` (``---`` between them), as read, empty
+    ones included (``None``): the caller numbers them as the user sees them."""
+    docs: list[Any] = _read(path, many=True)
+    return docs
+
+
+def _read(path: str | Path, *, many: bool) -> Any:
     where = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
+        if many:
+            return list(yaml.load_all(text, Loader=_UniqueKeys))
         if str(path).endswith(".json"):
-            raw = json.loads(text, object_pairs_hook=_unique_pairs)
-        else:
-            raw = yaml.load(text, Loader=_UniqueKeys)
+            return json.loads(text, object_pairs_hook=_unique_pairs)
+        return yaml.load(text, Loader=_UniqueKeys)
     except OSError as e:
         raise PermanentError(f"{where}: cannot read it: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
@@ -69,9 +84,6 @@ def read_mapping(path: str | Path, *, expected: str) -> dict[str, Any]:
         raise PermanentError(f"{where}: not valid JSON: {e}") from None
     except yaml.YAMLError as e:
         raise PermanentError(f"{where}: not valid YAML: {yaml_problem(e)}") from None
-    if not isinstance(raw, dict):
-        raise PermanentError(f"{where}: expected a mapping ({expected})")
-    return raw
 
 
 def yaml_problem(e: yaml.YAMLError) -> str:

@@ -7,14 +7,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 
 from gangway.assignments import parse_assignments
-from gangway.errors import PermanentError
 
 __all__ = ["ParamOpt", "PipelineArg", "StateDirOpt", "load_manifests", "parse_params"]
 
-PipelineArg = Annotated[Path, typer.Argument(help="a pipeline file, e.g. pipelines/x.py")]
+PipelineArg = Annotated[
+    Path,
+    typer.Argument(
+        help="a pipeline file: a Hera .py file (e.g. pipelines/x.py) or YAML manifests (a "
+        "Workflow, WorkflowTemplate or CronWorkflow, and the WorkflowTemplates it references; "
+        "several documents in one file)"
+    ),
+]
 ParamOpt = Annotated[
     list[str] | None,
     typer.Option("-p", "--param", help="override a workflow parameter: -p name=value"),
@@ -30,18 +35,8 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
 
 
 def load_manifests(target: Path) -> list[dict[str, Any]]:
-    """A pipeline file compiled (``.py``), or the Kubernetes objects of a YAML file."""
-    if target.suffix == ".py":
-        from gangway.compiler import compile_documents
+    """A pipeline file compiled (``.py``), or the Kubernetes objects of a YAML file, each
+    checked as ``gangway run`` checks them (:func:`gangway.compiler.load_documents`)."""
+    from gangway.compiler import load_documents
 
-        return compile_documents(target)
-    if not target.is_file():
-        raise PermanentError(f"{target}: no such file (give a pipeline .py or a YAML manifest)")
-    try:
-        docs = [d for d in yaml.safe_load_all(target.read_text()) if d]
-    except yaml.YAMLError as e:
-        raise PermanentError(f"{target}: not valid YAML: {e}") from None
-    bad = [i for i, d in enumerate(docs) if not isinstance(d, dict)]
-    if bad:
-        raise PermanentError(f"{target}: document {bad[0] + 1} is not a Kubernetes object")
-    return docs
+    return load_documents(target)

@@ -139,14 +139,16 @@ def prepare_run(
     state_dir: Path,
     *,
     check: ValuesCheck | None = None,
+    name: str | None = None,
 ) -> LocalRun:
-    """Compile ``pipeline`` into the Workflow a cluster would run, with ``values``; let
-    ``check`` refuse them as they will be substituted; record it in ``state_dir``. Nothing
-    runs yet."""
-    from gangway.compiler import compile_pipeline, declared_parameters, import_root
+    """Compile ``pipeline`` (a Hera file, or YAML manifests: ``name`` picks the object when
+    it holds several) into the Workflow a cluster would run, its references to the file's
+    WorkflowTemplates resolved, with ``values``; let ``check`` refuse them as they will be
+    substituted; record it in ``state_dir``. Nothing runs yet."""
+    from gangway.compiler import declared_parameters, import_root, runnable_manifest
     from gangway.provenance import provenance_params
 
-    manifest = compile_pipeline(pipeline)
+    manifest = runnable_manifest(pipeline, name)
     declared = declared_parameters(manifest)
     derived = {k: v for k, v in local_defaults(state_dir, declared).items() if k not in values}
     derived.update(provenance_params(pipeline, declared, values, cluster="local"))
@@ -253,7 +255,7 @@ def hold(run: LocalRun) -> Iterator[list[int]]:
 def executor(
     run: LocalRun,
     *,
-    parallelism: int = 1,
+    parallelism: int | None = None,
     grace: float = 30.0,
     on_event: Callable[[NodeResult], None] | None = None,
     use_cache: bool = True,

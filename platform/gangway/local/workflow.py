@@ -11,7 +11,11 @@ from typing import Any
 from gangway.compiler import check_parameter_names
 from gangway.errors import PermanentError
 
-__all__ = ["workflow_from_template"]
+__all__ = ["workflow_from_template", "workflow_name"]
+
+_GENERATED = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters Kubernetes appends to a ``generateName`` (``k8s.io/apimachinery``
+``util/rand``: no vowels, no look-alikes)."""
 
 
 def workflow_from_template(
@@ -39,10 +43,8 @@ def workflow_from_template(
     check_parameter_names(dict(template), overrides or {})
     for name, value in (overrides or {}).items():
         known[name]["value"] = str(value)
-    meta_in = template.get("metadata", {})
-    base = meta_in.get("name") or str(meta_in.get("generateName") or "workflow").rstrip("-.")
     meta = {
-        "name": f"{base}-{secrets.token_hex(3)}",
+        "name": workflow_name(template.get("metadata") or {}),
         "uid": uid or str(uuid.uuid4()),
         "labels": dict(template.get("metadata", {}).get("labels", {})),
         "annotations": dict(template.get("metadata", {}).get("annotations", {})),
@@ -53,3 +55,13 @@ def workflow_from_template(
         "metadata": meta,
         "spec": spec,
     }
+
+
+def workflow_name(meta: Mapping[str, Any]) -> str:
+    """The name of the run: a ``generateName`` and 5 random characters, as the API server
+    makes it (the prefix cut to 58 characters); a named object's name and a random suffix,
+    so every run here has a record of its own."""
+    if meta.get("name"):
+        return f"{meta['name']}-{secrets.token_hex(3)}"
+    prefix = str(meta.get("generateName") or "workflow-")[:58]
+    return prefix + "".join(secrets.choice(_GENERATED) for _ in range(5))
