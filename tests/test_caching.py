@@ -232,7 +232,8 @@ def test_any_memoized_template_is_memoized_as_argo_does(tmp_path: Path) -> None:
     log = tmp_path / "ran.log"
     code = (
         f"import sys, pathlib; open({str(log)!r}, 'a').write('ran\\n'); "
-        "pathlib.Path('out').mkdir(); pathlib.Path('out/x').write_text(sys.argv[1])"
+        "pathlib.Path('/gangway/out').mkdir(); "
+        "pathlib.Path('/gangway/out/x').write_text(sys.argv[1])"
     )
 
     def run(x: str, max_age: str = "1h") -> NodeResult:

@@ -13,9 +13,10 @@ from typing import Any
 
 from gangway.errors import PermanentError
 from gangway.local._attempt import Attempt, RunContext, safe_name
+from gangway.local._deadline import DEADLINE, NoPod, PodDeadline, pod_deadline
 from gangway.local._logs import error_summary
 from gangway.local._model import Outcome
-from gangway.local._pod import ATTEMPT_HEADER, DEADLINE, CannotStart, Pod, open_pod
+from gangway.local._pod import ATTEMPT_HEADER, CannotStart, Pod, open_pod
 from gangway.local._processes import Stopped
 
 __all__ = ["ATTEMPT_HEADER", "run_container", "run_container_set", "start_daemon"]
@@ -28,18 +29,22 @@ def run_container(a: Attempt, ctx: RunContext) -> Outcome:
     script = "script" in t
     main = dict(t.get("script") or t.get("container") or {})
     inits, sidecars = list(t.get("initContainers") or []), list(t.get("sidecars") or [])
+    started = time.monotonic()  # the node's start, which its timeout counts from
     with _pod(a, ctx, [main, *inits, *sidecars]) as pod:
         try:
+            deadline = _deadline(pod, started)
             pod.place_inputs()
             for init in inits:
-                rc, _ = pod.run(init)
+                rc, _ = pod.run(init, deadline=deadline.left())
+                if rc is None:
+                    return Outcome("Failed", None, DEADLINE)
                 if rc != 0:
                     return Outcome(
                         "Failed", rc, f"init container {init.get('name')}: exit code {rc}"
                     )
             with _sidecars(pod, sidecars):
-                rc, stdout = pod.run(main, script=script, deadline=_deadline(t))
-        except CannotStart as e:
+                rc, stdout = pod.run(main, script=script, deadline=deadline.left())
+        except (CannotStart, NoPod) as e:
             return Outcome("Error", None, str(e))
         except Stopped as e:
             return Outcome("Failed", None, str(e))
@@ -59,19 +64,21 @@ def run_container_set(a: Attempt, ctx: RunContext) -> Outcome:
     ]
     order = _ordered(containers, a.where)
     last = next((c for c in containers if c.get("name") == "main"), order[-1] if order else {})
+    started = time.monotonic()
     with _pod(a, ctx, containers) as pod:
         try:
+            deadline = _deadline(pod, started)
             pod.place_inputs()
             stdout, rc_main = "", 0
             for c in order:
-                rc, out = pod.run(c, deadline=_deadline(a.template))
+                rc, out = pod.run(c, deadline=deadline.left())
                 if rc is None:
                     return Outcome("Failed", None, f"container {c.get('name')}: {DEADLINE}")
                 if c is last:
                     stdout, rc_main = out, rc
                 if rc != 0:
                     return pod.outputs(rc, out, f"container {c.get('name')}: exit code {rc}")
-        except CannotStart as e:
+        except (CannotStart, NoPod) as e:
             return Outcome("Error", None, str(e))
         except Stopped as e:
             return Outcome("Failed", None, str(e))
@@ -117,9 +124,9 @@ def _sidecars(pod: Pod, sidecars: list[Mapping[str, Any]]) -> Iterator[None]:
             pod.ctx.procs.kill(p)
 
 
-def _deadline(t: Mapping[str, Any]) -> float | None:
-    value = t.get("activeDeadlineSeconds")
-    return float(value) if value not in (None, "") else None
+def _deadline(pod: Pod, started: float) -> PodDeadline:
+    """The pod's deadline (its template's ``timeout``, else ``activeDeadlineSeconds``)."""
+    return pod_deadline(pod.a.template, pod.scope, started=started, node=pod.a.node.name)
 
 
 def _ordered(containers: list[Mapping[str, Any]], where: str) -> list[Mapping[str, Any]]:
