@@ -27,6 +27,7 @@ from hera.workflows.models import Backoff, RetryAffinity, RetryNodeAntiAffinity
 
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
+from gangway.argo.nodes import last_retry_scope
 from gangway.contract import EXIT_KILLED, EXIT_PREEMPTED, EXIT_TRANSIENT
 
 __all__ = [
@@ -102,6 +103,8 @@ class LastAttempt:
     """Failed (the step's own non-zero exit) or Error (killed, or the platform failed)."""
     exit_code: int | None
     message: str
+    seconds: float = 0.0
+    """How long the attempt ran (``lastRetry.duration``)."""
 
 
 def duration_seconds(text: str | int | None) -> float:
@@ -121,17 +124,17 @@ def duration_seconds(text: str | int | None) -> float:
 
 
 def _may_retry(strategy: Mapping[str, Any], last: LastAttempt) -> bool:
-    policy = str(strategy.get("retryPolicy", "OnFailure"))
+    expr = strategy.get("expression")
+    # Argo's default: with an expression, Always (the expression decides), else OnFailure
+    policy = str(strategy.get("retryPolicy") or ("Always" if expr else "OnFailure"))
     if policy not in RETRY_POLICIES:
         raise UnsupportedConstruct(f"retryPolicy {policy!r} is not supported locally")
     if last.status not in RETRY_POLICIES[policy]:
         return False
-    if expr := strategy.get("expression"):
-        scope = {
-            "lastRetry.status": last.status,
-            "lastRetry.exitCode": "" if last.exit_code is None else str(last.exit_code),
-            "lastRetry.message": last.message,
-        }
+    if expr:
+        scope = last_retry_scope(
+            last.status, last.exit_code, last.seconds, last.message, no_exit_code="-1"
+        )
         return bool(evaluate(str(expr), scope))
     return True
 

@@ -11,6 +11,7 @@ from typing import Any
 from gangway.argo.substitution import PLACEHOLDER, fill_known
 
 __all__ = [
+    "POD_TEMPLATE_TYPES",
     "aggregate_scope",
     "callers",
     "inputs_scope",
@@ -18,6 +19,7 @@ __all__ = [
     "node_scope",
     "parameter_values",
     "parameters_json",
+    "skipped_outputs",
     "static_scope",
     "task_outputs_scope",
     "workflow_scope",
@@ -122,6 +124,18 @@ def node_scope(
     return scope
 
 
+def skipped_outputs(template: Mapping[str, Any]) -> dict[str, str]:
+    """The outputs a Skipped or Omitted task or step has in Argo's scope: each output
+    parameter's ``valueFrom.default``. An output without one is absent: a reference to it
+    fails its node, unless it is the whole value of an argument whose input has a default
+    (which it then gets)."""
+    return {
+        str(p["name"]): str((p.get("valueFrom") or {})["default"])
+        for p in (template.get("outputs") or {}).get("parameters") or []
+        if "default" in (p.get("valueFrom") or {})
+    }
+
+
 def aggregate_scope(prefix: str, phase: str, node_id: str, children: list[Any]) -> dict[str, str]:
     """:func:`node_scope` of a fanned-out task, as Argo aggregates its items (those that
     succeeded): ``outputs.parameters.NAME`` a JSON list of values, ``outputs.parameters`` a
@@ -179,7 +193,14 @@ def static_scope(
         known = all(not m.group(1) and m.group(2) in scope for m in PLACEHOLDER.finditer(raw))
         if stand_ins or known:
             inputs[a["name"]] = fill_known(raw, scope, "placeholder")
+    if any(k in template for k in POD_TEMPLATE_TYPES):  # Argo's pod types have {{pod.name}}
+        scope["pod.name"] = "static-workflow-pod"
     return {**scope, **inputs_scope(inputs)}
+
+
+POD_TEMPLATE_TYPES = ("container", "containerSet", "script", "resource", "data")
+"""The template types Argo runs in a pod of their own (a resource template's pod runs the
+executor's kubectl): their fields may say ``{{pod.name}}``."""
 
 
 def callers(spec: Mapping[str, Any], template: str) -> Iterator[Mapping[str, Any]]:

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from gangway.argo.errors import UnsupportedConstruct
-from gangway.argo.expressions import evaluate
+from gangway.argo.expressions import expand_expression
+from gangway.errors import PermanentError
 
-__all__ = ["PLACEHOLDER", "fill_known", "substitute", "substitute_tree"]
+__all__ = ["NOT_RUN", "PLACEHOLDER", "absent_output", "fill_known", "substitute", "substitute_tree"]
 
 PLACEHOLDER = re.compile(r"\{\{\s*(=?)(.*?)\s*\}\}", re.S)
 """``{{name}}`` or ``{{=expression}}``: group 1 is ``=`` for an expression, group 2 the body."""
@@ -29,9 +30,10 @@ def substitute(text: str, scope: Mapping[str, str], *, where: str) -> str:
     def one(m: re.Match[str]) -> str:
         is_expr, body = m.group(1), m.group(2)
         if is_expr:
-            value = evaluate(body, scope)
-            return str(value).lower() if isinstance(value, bool) else str(value)
+            return expand_expression(body, scope)
         if body not in scope:
+            if (absent := absent_output(body, scope)) is not None:
+                raise PermanentError(f"{where}: {absent}")
             raise UnsupportedConstruct(
                 f"{where}: unknown variable {{{{{body}}}}}; known here: "
                 + ", ".join(sorted(_families(scope)))
@@ -52,6 +54,32 @@ def substitute_tree(obj: Any, scope: Mapping[str, str], *, where: str) -> Any:
     return obj
 
 
+NOT_RUN = ("Skipped", "Omitted")
+_OUTPUT_REF = re.compile(r"(tasks|steps)\.([\w-]+)\.outputs\.(parameters\.[\w-]+|result)")
+
+
+def absent_output(name: str, scope: Mapping[str, str]) -> str | None:
+    """Why ``name`` is not in ``scope`` when it is an output of a task or step that did not
+    run (Skipped or Omitted) and has no ``valueFrom.default``: Argo's absent optional, which
+    fails the node that refers to it; None for any other name."""
+    m = _OUTPUT_REF.fullmatch(name)
+    if not m:
+        return None
+    kind, task, what = m.groups()
+    phase = scope.get(f"{kind}.{task}.status")
+    if phase not in NOT_RUN:
+        return None
+    if what == "result":
+        why = "it has no outputs.result (it did not run)"
+    else:
+        why = f"its template gives {what.split('.', 1)[1]!r} no valueFrom.default"
+    return (
+        f"{{{{{name}}}}} is an absent optional: {kind[:-1]} {task} was {phase} and {why}; "
+        "Argo fails the node that refers to it (give the output a valueFrom.default, or the "
+        "input it is passed to a default)"
+    )
+
+
 def _families(scope: Mapping[str, str]) -> set[str]:
     out = set()
     for key in scope:
@@ -69,9 +97,8 @@ def fill_known(text: str, scope: Mapping[str, str], default: str) -> str:
         if not m.group(1):
             return scope.get(m.group(2), default)
         try:
-            value = evaluate(m.group(2), scope)
+            return expand_expression(m.group(2), scope)
         except Exception:  # an unknown variable, a value only a run has: not ours to judge
             return default
-        return str(value).lower() if isinstance(value, bool) else str(value)
 
     return PLACEHOLDER.sub(one, text)

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gangway.argo.expressions import evaluate
+from gangway.argo.expressions import as_text, evaluate
 from gangway.argo.substitution import substitute
 from gangway.local._model import NodeResult
+from gangway.local._retry import attempt_scope, retry_limit
 from gangway.retries import LastAttempt, next_retry
 
 if TYPE_CHECKING:
@@ -50,27 +51,30 @@ def run_composite(
     from gangway.local._steps import run_steps
 
     run = run_dag if "dag" in template else run_steps
-    strategy = dict(template.get("retryStrategy") or {})
-    strategy["limit"] = int(
-        substitute(str(strategy.get("limit", 0)), scope, where="retryStrategy.limit")
-    )
+    limit = retry_limit(template, scope, f"template {template['name']}")
     started, attempt = w.clock.now(), 0
+    last: LastAttempt | None = None
+    stopped = ""
     while True:
         prefix = node_name if attempt == 0 else f"{node_name}({attempt})"
+        began = w.clock.now()
+        attempt_vars = {**scope, **attempt_scope(template, attempt, last)}
         try:
-            body = run(w, template, prefix, scope, depth)
+            body = run(w, template, prefix, attempt_vars, depth)
         finally:
             w.stop_daemons(prefix)
         if body.phase == "Succeeded" or w.stopping:
             break
-        last = LastAttempt(body.phase, None, body.message)
-        delay = next_retry(strategy, last, retries_done=attempt, elapsed=w.clock.now() - started)
+        last = LastAttempt(body.phase, None, body.message, w.clock.now() - began)
+        elapsed = w.clock.now() - started
+        delay = next_retry(limit.strategy, last, retries_done=attempt, elapsed=elapsed)
         if delay is None:
+            stopped = limit.stopped(attempt)
             break
         w.clock.sleep(delay)
         attempt += 1
     node = NodeResult(node_name, task, str(template["name"]), body.phase, attempt + 1)
-    node.message = body.message
+    node.message = "; ".join(m for m in (body.message, stopped) if m)
     if body.phase == "Succeeded":
         node.outputs, node.artifacts = _outputs(template, {**scope, **body.scope}, node_name)
         w.publish(template, node)
@@ -90,7 +94,7 @@ def _outputs(
                 params[p["name"]] = substitute(str(vf["parameter"]), scope, where=where)
             elif "expression" in vf:
                 value = evaluate(str(vf["expression"]), scope, missing=None)
-                params[p["name"]] = str(value).lower() if isinstance(value, bool) else str(value)
+                params[p["name"]] = as_text(value)
             elif "value" in p:
                 params[p["name"]] = substitute(str(p["value"]), scope, where=where)
         except Exception:

@@ -4,14 +4,35 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from gangway.argo.errors import UnsupportedConstruct
-from gangway.argo.substitution import substitute
+from gangway.argo.substitution import absent_output, substitute
 from gangway.errors import PermanentError
 
-__all__ = ["sequence_items", "task_items", "template_artifacts", "template_inputs"]
+__all__ = [
+    "RAW_REFERENCE",
+    "artifact_references",
+    "sequence_items",
+    "task_items",
+    "template_artifacts",
+    "template_inputs",
+]
+
+RAW_REFERENCE = "raw:"
+"""How ``{{inputs.artifacts.X}}`` refers to a ``raw`` artifact (its data after this prefix) in
+a local run's scope, so that ``from: "{{inputs.artifacts.X}}"`` passes it on as Argo passes
+the artifact itself; every other reference is the URI where the artifact is stored."""
+
+
+def artifact_references(arts: Mapping[str, tuple[str, str]]) -> dict[str, str]:
+    """``inputs.artifacts.NAME`` for each input artifact of a template: its reference."""
+    return {
+        f"inputs.artifacts.{k}": v if how == "uri" else f"{RAW_REFERENCE}{v}"
+        for k, (how, v) in arts.items()
+    }
 
 
 def task_items(task: Mapping[str, Any], scope: Mapping[str, str]) -> list[Any] | None:
@@ -69,14 +90,25 @@ def sequence_items(seq: Mapping[str, str], where: str) -> list[str]:
         raise PermanentError(f"{where}.withSequence.format {fmt!r}: {e}") from None
 
 
+_PURE_REFERENCE = re.compile(r"\{\{\s*([^{}=][^{}]*?)\s*\}\}")
+
+
 def template_inputs(
     task: Mapping[str, Any], template: Mapping[str, Any], scope: Mapping[str, str], name: str
 ) -> dict[str, str]:
-    """The template's input parameters: the task's arguments, else their defaults."""
-    args = {
-        p["name"]: substitute(str(p.get("value", "")), scope, where=f"task {name}")
-        for p in (task.get("arguments") or {}).get("parameters") or []
+    """The template's input parameters: the task's arguments, else their defaults. An
+    argument that is only a reference to an absent output (of a task that did not run, with
+    no default) is not given when its input has a default, as Argo drops it."""
+    defaulted = {
+        p["name"] for p in (template.get("inputs") or {}).get("parameters") or [] if "default" in p
     }
+    args = {}
+    for p in (task.get("arguments") or {}).get("parameters") or []:
+        raw = str(p.get("value", ""))
+        ref = _PURE_REFERENCE.fullmatch(raw)
+        if p["name"] in defaulted and ref and absent_output(ref.group(1), scope) is not None:
+            continue
+        args[p["name"]] = substitute(raw, scope, where=f"task {name}")
     inputs: dict[str, str] = {}
     for p in (template.get("inputs") or {}).get("parameters") or []:
         if p["name"] in args:
@@ -105,7 +137,9 @@ def template_artifacts(
         if source.get("from") or source.get("fromExpression"):
             ref = str(source.get("from") or "{{=" + str(source["fromExpression"]) + "}}")
             try:
-                out[art] = ("uri", substitute(ref, scope, where=f"{where}: artifact {art}"))
+                uri = substitute(ref, scope, where=f"{where}: artifact {art}")
+                raw = uri.startswith(RAW_REFERENCE)
+                out[art] = ("raw", uri[len(RAW_REFERENCE) :]) if raw else ("uri", uri)
             except UnsupportedConstruct:
                 if not (spec.get("optional") or source.get("optional")):
                     raise

@@ -28,17 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from gangway.argo.errors import UnsupportedConstruct
-from gangway.argo.scope import inputs_scope
-from gangway.argo.substitution import substitute
+from gangway.argo.nodes import argo_node_name, pod_name
+from gangway.argo.scope import POD_TEMPLATE_TYPES, inputs_scope, skipped_outputs
 from gangway.errors import GangwayError, PermanentError
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._cache import NodeCache
 from gangway.local._clock import Clock
 from gangway.local._container import run_container, run_container_set, start_daemon
-from gangway.local._inputs import template_artifacts, template_inputs
+from gangway.local._inputs import artifact_references, template_artifacts, template_inputs
 from gangway.local._model import NodeResult, Outcome
 from gangway.local._processes import ProcessGroups
 from gangway.local._resource import run_resource
+from gangway.local._retry import attempt_scope, retry_limit
+from gangway.local.validation import with_defaults
 from gangway.retries import LastAttempt, next_retry
 
 __all__ = ["MAX_DEPTH", "Slots", "Walker"]
@@ -56,20 +58,26 @@ _RUNNERS: dict[str, Callable[[Attempt, RunContext], Outcome]] = {
 
 
 class Slots:
-    """The run's parallelism: at most ``n`` leaf attempts at once, first come first served."""
+    """The run's parallelism: at most ``n`` leaf attempts at once (None: no limit), first
+    come first served."""
 
-    def __init__(self, n: int) -> None:
-        self.n = max(1, n)
+    def __init__(self, n: int | None) -> None:
+        self.n = None if n is None else max(1, n)
         self._cv = threading.Condition()
         self._queue: deque[object] = deque()
         self._used = 0
+
+    @property
+    def busy(self) -> int:
+        """Leaf attempts holding a slot now."""
+        return self._used
 
     @contextmanager
     def held(self) -> Iterator[None]:
         me = object()
         with self._cv:
             self._queue.append(me)
-            while self._queue[0] is not me or self._used >= self.n:
+            while self._queue[0] is not me or (self.n is not None and self._used >= self.n):
                 self._cv.wait()
             self._queue.popleft()
             self._used += 1
@@ -87,6 +95,7 @@ class Walker:
     state (these attributes) and the recording of nodes."""
 
     templates: dict[str, Mapping[str, Any]]
+    spec: dict[str, Any]
     ctx: RunContext
     procs: ProcessGroups
     clock: Clock
@@ -121,15 +130,32 @@ class Walker:
     # ---- a call ---------------------------------------------------------------------------
 
     def template_of(self, task: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The template ``task`` runs: a named one, or its inline one with the workflow's
+        ``templateDefaults`` (and ``retryStrategy``) merged under it, as Argo runs both."""
         if task.get("inline"):
-            return {"name": f"{task['name']}-inline", **task["inline"]}
+            inline = {"name": f"{task['name']}-inline", **task["inline"]}
+            return with_defaults({**self.spec, "templates": [inline]})[0]
         return self.templates[str(task["template"])]
 
+    def argo_name(self, node_name: str, depth: int) -> str:
+        """The full name Argo gives node ``node_name`` (``{{node.name}}``): the entrypoint's
+        node is the workflow's name."""
+        workflow = self.ctx.workflow
+        if depth == 0 and not node_name.startswith(f"{workflow}."):
+            return workflow
+        return argo_node_name(workflow, node_name)
+
     def call(
-        self, task: Mapping[str, Any], node_name: str, scope: Mapping[str, str], depth: int
+        self,
+        task: Mapping[str, Any],
+        node_name: str,
+        scope: Mapping[str, str],
+        depth: int,
+        kind: str | None = None,
     ) -> NodeResult:
-        """Run ``task``'s template at ``node_name``; an error becomes an Error node that ends
-        the run."""
+        """Run ``task``'s template at ``node_name`` (``kind``: "tasks" for a DAG task, "steps"
+        for a step, None for the entrypoint, a handler or a hook); an error becomes an Error
+        node that ends the run."""
         template = self.template_of(task)
         try:
             inputs = template_inputs(task, template, scope, node_name)
@@ -137,8 +163,11 @@ class Walker:
             tscope = {
                 **self.workflow_vars(),
                 **inputs_scope(inputs),
-                **{f"inputs.artifacts.{k}": v for k, (kind, v) in arts.items() if kind == "uri"},
+                **artifact_references(arts),
+                "node.name": self.argo_name(node_name, depth),
             }
+            if kind is not None:  # Argo: the calling task's or step's own name
+                tscope[f"{kind}.name"] = str(task["name"])
             return self.execute(template, tscope, node_name, str(task["name"]), depth + 1, arts)
         except Exception as e:
             return self.failed(node_name, task, e)
@@ -147,8 +176,16 @@ class Walker:
         """Record ``task`` as not run at ``node_name`` (Omitted), saying why."""
         template = str(task.get("template") or f"{task.get('name')}-inline")
         node = NodeResult(node_name, str(task["name"]), template, "Omitted", message=why)
+        node.outputs = self.skipped_outputs(task)
         self.record(node)
         return node
+
+    def skipped_outputs(self, task: Mapping[str, Any]) -> dict[str, str]:
+        """The outputs ``task`` has once Skipped or Omitted: its template's defaults."""
+        try:
+            return skipped_outputs(self.template_of(task))
+        except KeyError:  # a handler that names no template: refused up front
+            return {}
 
     def failed(self, node_name: str, task: Mapping[str, Any], e: Exception) -> NodeResult:
         """The Error node of an error found at run time, which ends the run with it named."""
@@ -205,15 +242,16 @@ class Walker:
             self.record(node)
             return node
         note = node.message  # why the cache was not used, if it says
-        strategy = dict(template.get("retryStrategy") or {})
-        strategy["limit"] = int(
-            substitute(str(strategy.get("limit", 0)), tscope, where="retryStrategy.limit")
-        )
+        limit = retry_limit(template, tscope, f"template {template['name']}")
         started = self.clock.now()
+        node.message = "; ".join(m for m in (note, limit.notice) if m)
         self.event(node)
+        last: LastAttempt | None = None
         while True:
             node.attempts += 1
-            outcome = self._attempt(template, tscope, node, arts)
+            began = self.clock.now()
+            scope = {**tscope, **self._attempt_vars(template, tscope, node, last)}
+            outcome = self._attempt(template, scope, node, arts)
             node.exit_code, node.message = outcome.exit_code, outcome.message
             node.outputs, node.result = outcome.outputs, outcome.result
             node.artifacts, node.daemoned = outcome.artifacts, outcome.daemoned
@@ -226,11 +264,15 @@ class Walker:
                 why = self.stop_reason or f"interrupted ({stop})"
                 node.message = f"stopped: {why}"
                 break
-            last = LastAttempt(outcome.status, outcome.exit_code, outcome.message)
+            last = LastAttempt(
+                outcome.status, outcome.exit_code, outcome.message, self.clock.now() - began
+            )
+            done = node.attempts - 1
             delay = next_retry(
-                strategy, last, retries_done=node.attempts - 1, elapsed=self.clock.now() - started
+                limit.strategy, last, retries_done=done, elapsed=self.clock.now() - started
             )
             if delay is None:
+                node.message = "; ".join(m for m in (node.message, limit.stopped(done)) if m)
                 break
             node.message = f"{outcome.message}; retry {node.attempts} in {delay:.0f}s"
             self.event(node)
@@ -244,6 +286,25 @@ class Walker:
         self.publish(template, node)
         self.record(node)
         return node
+
+    def _attempt_vars(
+        self,
+        template: Mapping[str, Any],
+        tscope: Mapping[str, str],
+        node: NodeResult,
+        last: LastAttempt | None,
+    ) -> dict[str, str]:
+        """What Argo gives this attempt: ``retries`` and ``lastRetry.*`` (a template with a
+        retryStrategy), and ``pod.name`` (a template that runs in a pod; a retried one's pod is
+        its attempt's, ``NODE(N)``; an inline template's pod is named without a template)."""
+        scope = attempt_scope(template, node.attempts - 1, last)
+        if any(k in template for k in POD_TEMPLATE_TYPES):
+            argo = tscope["node.name"]
+            if template.get("retryStrategy") is not None:
+                argo = f"{argo}({node.attempts - 1})"
+            named = self.templates.get(str(template["name"])) is template
+            scope["pod.name"] = pod_name(self.ctx.workflow, argo, template["name"] if named else "")
+        return scope
 
     def _kept(self, node_name: str, done: NodeResult) -> NodeResult:
         kept = NodeResult(node_name, done.task, done.template, "Succeeded", done.attempts)

@@ -9,8 +9,8 @@ named (see :class:`gangway.local.LocalExecutor`).
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -19,12 +19,14 @@ from gangway.argo.conditions import resource_condition
 from gangway.argo.depends import task_depends
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
+from gangway.argo.nodes import last_retry_scope
 from gangway.argo.scope import callers, parameter_values, static_scope
 from gangway.argo.substitution import PLACEHOLDER, fill_known
-from gangway.local._env import Secrets, secret_refs
+from gangway.local._env import Secrets
+from gangway.local._validate_containers import container_problems
 from gangway.retries import RETRY_POLICIES, duration_seconds
 
-__all__ = ["JSON_PATH", "check_supported", "unsupported", "with_defaults"]
+__all__ = ["JSON_PATH", "check_supported", "retry_notices", "unsupported", "with_defaults"]
 
 CLUSTER_ONLY = {
     "http": "an HTTP template is run by Argo's agent pod",
@@ -36,12 +38,12 @@ LOCAL_VOLUMES = ("emptyDir", "persistentVolumeClaim", "secret", "hostPath")
 ARTIFACT_SOURCES = ("raw", "from", "fromExpression")
 JSON_PATH = re.compile(r"\{(\.[\w-]+)+\}")
 """The jsonPath form a resource template's output may use locally: ``{.status.state.phase}``."""
-_LAST_RETRY = {"lastRetry.status": "Failed", "lastRetry.exitCode": "1", "lastRetry.message": ""}
-_SHELL_WORDS = {"python", "python3", "sh", "bash"}
+_LAST_RETRY = last_retry_scope("Failed", 1, 0.0, "", no_exit_code="-1")
 
 
 def with_defaults(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The workflow's templates with ``templateDefaults`` under each (the template wins)."""
+    """The workflow's templates with ``templateDefaults`` under each (the template wins), and
+    ``spec.retryStrategy`` for each template without one of its own (Argo's fallback)."""
     defaults = dict(spec.get("templateDefaults") or {})
     out = []
     for t in spec.get("templates") or []:
@@ -49,6 +51,8 @@ def with_defaults(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
         for key in ("container", "script"):
             if key in t and isinstance(defaults.get("container"), dict):
                 merged[key] = {**defaults["container"], **t[key]}
+        if merged.get("retryStrategy") is None and spec.get("retryStrategy") is not None:
+            merged["retryStrategy"] = spec["retryStrategy"]
         out.append(merged)
     return out
 
@@ -65,6 +69,22 @@ def check_supported(workflow: Mapping[str, Any], secrets: Secrets | None = None)
         )
 
 
+def retry_notices(workflow: Mapping[str, Any]) -> list[str]:
+    """What a local run does differently that a user should hear before it starts: each
+    template whose ``retryStrategy`` has no ``limit`` (Argo retries it without end; a local
+    run stops after :data:`gangway.local._retry.UNBOUNDED_RETRIES`)."""
+    from gangway.local._retry import UNBOUNDED_RETRIES, without_limit
+
+    spec = workflow.get("spec") or {}
+    unbounded = [str(t.get("name")) for t in with_defaults(spec) if without_limit(t)]
+    if not unbounded:
+        return []
+    return [
+        f"retryStrategy without limit on {', '.join(unbounded)}: Argo retries until it "
+        f"succeeds; this run retries each at most {UNBOUNDED_RETRIES} times"
+    ]
+
+
 def unsupported(workflow: Mapping[str, Any], secrets: Secrets | None = None) -> list[str]:
     """Every construct of ``workflow`` the local executor cannot run, each with its path."""
     spec = workflow.get("spec") or {}
@@ -72,15 +92,16 @@ def unsupported(workflow: Mapping[str, Any], secrets: Secrets | None = None) -> 
     if spec.get("workflowTemplateRef"):
         found.append(
             "spec.workflowTemplateRef: the referenced WorkflowTemplate is on a cluster; run "
-            "the pipeline file that defines it"
+            "the pipeline file that defines it, or a YAML file that holds both"
         )
     found += list(_volumes(spec.get("volumes") or [], "spec"))
+    arguments = (spec.get("arguments") or {}).get("artifacts") or []
+    found += list(_remote(arguments, "spec.arguments.artifacts: artifact"))
     templates = {t.get("name"): t for t in with_defaults(spec)}
     labels = (workflow.get("metadata") or {}).get("labels") or {}
+    run = _Run(spec, templates, secrets, labels)
     for i, t in enumerate(with_defaults(spec)):
-        where = f"spec.templates[{i}] ({t.get('name')})"
-        found += _template(t, where, templates, secrets)
-        found += list(_gang_size(t, spec, labels, where))
+        found += _template(t, f"spec.templates[{i}] ({t.get('name')})", run)
     entry = spec.get("entrypoint")
     if entry not in templates:
         found.append(f"spec.entrypoint {entry!r} names no template")
@@ -96,9 +117,23 @@ def unsupported(workflow: Mapping[str, Any], secrets: Secrets | None = None) -> 
     return found
 
 
-def _template(
-    t: Mapping[str, Any], where: str, templates: Mapping[Any, Any], secrets: Secrets | None
-) -> list[str]:
+@dataclass(frozen=True)
+class _Run:
+    """What checking a template needs of its workflow."""
+
+    spec: Mapping[str, Any]
+    templates: Mapping[Any, Mapping[str, Any]]
+    secrets: Secrets | None
+    labels: Mapping[str, str]
+
+    def inline(self, t: Mapping[str, Any]) -> dict[str, Any]:
+        """An inline template as it runs: with ``templateDefaults`` (and the workflow's
+        ``retryStrategy``) under it, as Argo merges them into every template it runs."""
+        return with_defaults({**self.spec, "templates": [t]})[0]
+
+
+def _template(t: Mapping[str, Any], where: str, run: _Run) -> list[str]:
+    """Every problem of template ``t`` (a named one, or an inline one), with its path."""
     found = [
         f"{where}: `{key}` cannot run locally: {why}"
         for key, why in CLUSTER_ONLY.items()
@@ -111,14 +146,15 @@ def _template(
         )
     found += list(_artifacts(t, where))
     found += list(_volumes(t.get("volumes") or [], where))
-    found += list(_containers(t, where, secrets))
+    found += list(container_problems(t, where, run.secrets))
     found += list(_resource(t, where))
     found += list(_retry(t.get("retryStrategy") or {}, f"{where}.retryStrategy"))
+    found += list(_gang_size(t, run.spec, run.labels, where))
     if "dag" in t:
-        found += _tasks(t, f"{where}.dag", templates)
+        found += _tasks(t, f"{where}.dag", run)
     for g, group in enumerate(t.get("steps") or []):
         for j, step in enumerate(group if isinstance(group, list) else [group]):
-            found += _call(step, f"{where}.steps[{g}][{j}] (step {step.get('name')})", templates)
+            found += _call(step, f"{where}.steps[{g}][{j}] (step {step.get('name')})", run)
     return found
 
 
@@ -132,78 +168,29 @@ def _volumes(volumes: list[Mapping[str, Any]], where: str) -> Iterator[str]:
             )
 
 
-def _artifacts(t: Mapping[str, Any], where: str) -> Iterator[str]:
-    for a in (t.get("inputs") or {}).get("artifacts") or []:
-        remote = [
-            k
-            for k in a
-            if k
-            not in (
-                "name",
-                "path",
-                "optional",
-                "mode",
-                "archive",
-                "recurseMode",
-                "deleted",
-                "globalName",
-                *ARTIFACT_SOURCES,
-            )
-        ]
+_ARTIFACT_FIELDS = ("name", "path", "optional", "mode", "archive", "recurseMode", "deleted")
+
+
+def _remote(artifacts: list[Mapping[str, Any]], what: str) -> Iterator[str]:
+    """Input artifacts (or workflow arguments) from a place only a cluster reaches."""
+    for a in artifacts:
+        remote = [k for k in a if k not in (*_ARTIFACT_FIELDS, "globalName", *ARTIFACT_SOURCES)]
         if remote:
             yield (
-                f"{where}: input artifact {a.get('name')} comes from {remote[0]}: local runs take "
+                f"{what} {a.get('name')} comes from {remote[0]}: local runs take "
                 "artifacts from earlier steps (from) or raw data only"
             )
+
+
+def _artifacts(t: Mapping[str, Any], where: str) -> Iterator[str]:
+    inputs = (t.get("inputs") or {}).get("artifacts") or []
+    yield from _remote(inputs, f"{where}: input artifact")
     for a in (t.get("outputs") or {}).get("artifacts") or []:
         if "zip" in (a.get("archive") or {}):
             yield (
                 f"{where}: output artifact {a.get('name')}: archive zip is not supported "
                 "locally (use tar or none)"
             )
-
-
-def _containers(t: Mapping[str, Any], where: str, secrets: Secrets | None) -> Iterator[str]:
-    main = [("container", t["container"])] if "container" in t else []
-    main += [("script", t["script"])] if "script" in t else []
-    others = [(f"initContainers[{i}]", c) for i, c in enumerate(t.get("initContainers") or [])]
-    others += [(f"sidecars[{i}]", c) for i, c in enumerate(t.get("sidecars") or [])]
-    others += [
-        (f"containerSet.containers[{i}]", c)
-        for i, c in enumerate((t.get("containerSet") or {}).get("containers") or [])
-    ]
-    for label, c in [*main, *others]:
-        at = f"{where}.{label}"
-        argv = [*(c.get("command") or []), *(c.get("args") or [])]
-        if label != "script" and not argv:
-            yield f"{at}: no command (image entrypoints are not known locally; give command)"
-        elif (
-            argv
-            and "{{" not in str(argv[0])
-            and str(argv[0]) not in _SHELL_WORDS
-            and shutil.which(str(argv[0])) is None
-        ):
-            yield (
-                f"{at}: command {argv[0]!r} (image {c.get('image')}) is not on this machine: local "
-                "runs execute commands on this host"
-            )
-        for e in c.get("env") or []:
-            vf = e.get("valueFrom") or {}
-            if vf and not ({"secretKeyRef", "fieldRef"} & set(vf)):
-                yield f"{at}: env {e.get('name')}: only secretKeyRef and fieldRef run locally"
-        if c.get("envFrom"):
-            yield f"{at}: envFrom is not supported locally; list the variables under env"
-    if secrets is not None:
-        for name, key, optional in secret_refs([c for _, c in [*main, *others]]):
-            if not optional and secrets.value(name, key) is None:
-                yield f"{where}: {secrets.missing(name, key)}"
-    outputs = (t.get("outputs") or {}).get("parameters") or []
-    for p in outputs:
-        vf = p.get("valueFrom") or {}
-        bad = set(vf) - {"path", "default", "expression", "parameter", "supplied", "jsonPath"}
-        if bad:
-            key = sorted(bad)[0]
-            yield f"{where}: output {p.get('name')}: valueFrom.{key} is not supported locally"
 
 
 def _resource(t: Mapping[str, Any], where: str) -> Iterator[str]:
@@ -306,14 +293,18 @@ def _retry(strategy: Mapping[str, Any], where: str) -> Iterator[str]:
             yield f"{where}.backoff.{key}: {e}"
 
 
-def _call(task: Mapping[str, Any], at: str, templates: Mapping[Any, Any]) -> list[str]:
-    """What a DAG task or a step names: its template (or inline one) and its handlers."""
+def _call(task: Mapping[str, Any], at: str, run: _Run) -> list[str]:
+    """What a DAG task or a step names: its template (an inline one is checked as a named one
+    is) and its handlers."""
     found = []
+    templates = run.templates
+    if task.get("inline"):
+        found += _template(run.inline(task["inline"]), f"{at}.inline", run)
     if task.get("templateRef"):
         ref = task["templateRef"]
         found.append(
             f"{at}: templateRef {ref.get('name')}/{ref.get('template')} names a template on a "
-            "cluster; define the template in this workflow"
+            "cluster; define the template in this workflow (or in its YAML file)"
         )
     elif not task.get("inline") and task.get("template") not in templates:
         found.append(f"{at}: unknown template {task.get('template')!r}")
@@ -328,14 +319,14 @@ def _call(task: Mapping[str, Any], at: str, templates: Mapping[Any, Any]) -> lis
     return found
 
 
-def _tasks(dag: Mapping[str, Any], where: str, templates: Mapping[Any, Any]) -> list[str]:
+def _tasks(dag: Mapping[str, Any], where: str, run: _Run) -> list[str]:
     tasks = (dag.get("dag") or {}).get("tasks") or []
     names = {t.get("name") for t in tasks}
     found: list[str] = []
     graph: dict[str, set[str]] = {}
     for j, task in enumerate(tasks):
         at = f"{where}.tasks[{j}] (task {task.get('name')})"
-        found += _call(task, at, templates)
+        found += _call(task, at, run)
         found += list(_sequence(task, at))
         refs = {
             m.group(1)
@@ -354,6 +345,14 @@ def _tasks(dag: Mapping[str, Any], where: str, templates: Mapping[Any, Any]) -> 
     cycle = _cycle(graph)
     if cycle:
         found.append(f"{where}: tasks depend on each other in a cycle: {' -> '.join(cycle)}")
+    # Argo's validation: each literal name of dag.target (split at spaces) is a task.
+    target = str((dag.get("dag") or {}).get("target") or "")
+    listed = ", ".join(str(task.get("name")) for task in tasks)
+    found += [
+        f"{where}.dag.target: target {name!r} is not defined (the tasks: {listed})"
+        for name in (target.split(" ") if target else [])
+        if "{{" not in name and name not in names
+    ]
     return found
 
 
