@@ -69,8 +69,8 @@ def workflow(
 
 
 WRITE = (
-    "import os, sys; os.makedirs('/gangway/out'.replace('/gangway', os.getcwd()), "
-    "exist_ok=True); open(os.getcwd() + '/out/{name}', 'w').write({value})"
+    "import os, sys; os.makedirs('/gangway/out', exist_ok=True); "
+    "open('/gangway/out/{name}', 'w').write({value})"
 )
 
 

@@ -33,8 +33,11 @@ def compile_cmd(
         ),
     ] = None,
 ) -> None:
-    """Compile PIPELINE to the Argo manifest (YAML) that `gangway submit` would send."""
-    from gangway.compiler import compile_documents, to_yaml
+    """Compile PIPELINE to the Argo manifest (YAML) that `gangway submit` would send.
+
+    A YAML PIPELINE is checked as `gangway run` and `lint` check it, and printed normalised:
+    one document each, keys sorted, comments dropped, template references left as written."""
+    from gangway.compiler import load_documents, to_yaml
 
     if output is not None:
         output_file(output)  # a mistake here is not found after compiling
@@ -45,7 +48,7 @@ def compile_cmd(
                 f"-o {output}: that is Python source (the pipeline itself?); writing YAML there "
                 "would replace it — give a .yaml path"
             )
-    text = to_yaml(compile_documents(pipeline))
+    text = to_yaml(load_documents(pipeline))
     if output is not None:
         write_output(output, text)
         console.print(f"wrote {output}", soft_wrap=True, highlight=False, markup=False)
@@ -54,7 +57,12 @@ def compile_cmd(
 
 
 ParallelismOpt = Annotated[
-    int, typer.Option(min=1, help="fanned-out steps run side by side, at most this many")
+    int | None,
+    typer.Option(
+        min=1,
+        help="at most this many steps side by side (default: no limit, as Argo runs ready "
+        "steps; the workflow's own parallelism still caps it)",
+    ),
 ]
 GraceOpt = Annotated[
     float,
@@ -89,7 +97,7 @@ def run_cmd(
     pipeline: PipelineArg,
     param: ParamOpt = None,
     state_dir: StateDirOpt = Path(".gangway"),
-    parallelism: ParallelismOpt = 1,
+    parallelism: ParallelismOpt = None,
     grace: GraceOpt = 30.0,
     auto_resume: AutoResumeOpt = False,
     secrets_dir: SecretsDirOpt = None,
@@ -101,8 +109,21 @@ def run_cmd(
             "left verified outputs (their cache entries are refreshed)",
         ),
     ] = False,
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="a YAML PIPELINE holding several objects to run: run the one of this "
+            "metadata.name (or generateName), Kind/NAME when two kinds share it",
+        ),
+    ] = None,
 ) -> None:
     """Compile PIPELINE and execute the compiled workflow on this machine.
+
+    PIPELINE is a Hera .py file or YAML manifests. From YAML, the one Workflow,
+    WorkflowTemplate or CronWorkflow that no other object of the file references runs (--name
+    picks one when there are several); its templateRef and workflowTemplateRef to the file's
+    WorkflowTemplates are resolved as Argo resolves them.
 
     Runs the very manifest Argo would receive, with Argo's semantics: DAG and steps templates
     (nested, fanned out), each container or script as a process of this machine, artifacts
@@ -137,6 +158,7 @@ def run_cmd(
             use_cache=not no_cache,
             auto_resume=auto_resume,
             secrets_dir=secrets_dir,
+            name=name,
         )
     _report(finished)
 
@@ -147,7 +169,7 @@ def retry_cmd(
         typer.Argument(help="the workflow's name or uid (default: the newest in --state-dir)"),
     ] = None,
     state_dir: StateDirOpt = Path(".gangway"),
-    parallelism: ParallelismOpt = 1,
+    parallelism: ParallelismOpt = None,
     grace: GraceOpt = 30.0,
     auto_resume: AutoResumeOpt = False,
     secrets_dir: SecretsDirOpt = None,

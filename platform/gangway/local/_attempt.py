@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from gangway.local._artifacts import ArtifactStore
+from gangway.local._boundary import Budget
 from gangway.local._clock import Clock
 from gangway.local._env import Secrets
+from gangway.local._gang import max_local_pods
 from gangway.local._model import NodeResult
 from gangway.local._processes import ProcessGroups
 
@@ -24,7 +26,8 @@ class RunContext:
     procs: ProcessGroups
     env: Mapping[str, str]
     """The environment every step starts from (this process's, plus the run's)."""
-    parallelism: int
+    parallelism: int | None
+    """At most this many leaf steps run at once (None: no limit)."""
     grace: float
     """Seconds between SIGTERM and SIGKILL when a step or pod is stopped."""
     clock: Clock
@@ -40,6 +43,10 @@ class RunContext:
     """The ``volumeClaimTemplates``: volumes every template may mount by name."""
     pod_volumes: tuple[Mapping[str, Any], ...] = ()
     """``spec.volumes``: what every template of the workflow may mount."""
+    busy: Callable[[], int] = lambda: 1
+    """How many leaf steps run now (the caller included): how many share the cores."""
+    gangs: Budget = field(default_factory=lambda: Budget(max_local_pods()))
+    """This machine's processes, shared by the gangs that run side by side."""
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gangway.argo.substitution import substitute_tree
+from gangway.argo.substitution import substitute, substitute_tree
 from gangway.errors import PermanentError
 from gangway.hera_runner import MOUNTS_ENV
 from gangway.local._attempt import Attempt, RunContext, safe_name
+from gangway.local._deadline import DEADLINE
 from gangway.local._env import resolve_env
 from gangway.local._model import Outcome
 from gangway.local._paths import PodFiles, pod_files
@@ -31,10 +34,8 @@ __all__ = ["ATTEMPT_HEADER", "DEADLINE", "CannotStart", "Pod", "open_pod"]
 
 ATTEMPT_HEADER = "--- attempt "
 """Starts the line the executor writes into a step's log before each attempt."""
-DEADLINE = "Pod was active on the node longer than the specified deadline"
-"""Argo's message for a step stopped by its ``activeDeadlineSeconds``."""
 MAX_RESULT = 256 * 1024
-"""Argo keeps at most this much of a step's standard output as ``outputs.result``."""
+"""Argo keeps at most this much of a step's standard output (its end) as ``outputs.result``."""
 
 
 class CannotStart(Exception):
@@ -72,6 +73,7 @@ class Pod:
         if script:
             src = self.a.scratch / f"script-{safe_name(str(c.get('name') or 'main'))}"
             src.write_text(str(body.get("source", "")))
+            src.chmod(0o755)  # as Argo's executor stages it: runnable by path
             argv = [*(argv or ["sh"]), str(src)]
         if argv and argv[0] == "python":
             argv[0] = sys.executable
@@ -81,13 +83,18 @@ class Pod:
 
     def environ(self, c: Mapping[str, Any]) -> dict[str, str]:
         env = dict(self.ctx.env)
-        # Side-by-side steps share the cores, as pods share a node: one OpenMP pool each.
-        env.setdefault(
-            "OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.ctx.parallelism))
-        )
-        tmp = self.a.scratch / "tmp"
-        tmp.mkdir(exist_ok=True)
-        env["TMPDIR"] = str(tmp)
+        argv = [str(a) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
+        if "source" in c and "hera.workflows.runner" not in argv:
+            # An inline script runs from a staged file in its pod: the pipeline's folder is not
+            # on its path (a sibling http.py must not hide the standard library's http).
+            env.pop("PYTHONPATH", None)
+            if os.environ.get("PYTHONPATH"):
+                env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        # Side-by-side steps share the cores, as pods share a node: one OpenMP pool each
+        # (without a cap, shared by the steps running now).
+        share = max(1, self.ctx.parallelism or self.ctx.busy())
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // share)))
+        env["TMPDIR"] = str(self.files.cwd("/tmp"))  # the pod's /tmp
         env[MOUNTS_ENV] = json.dumps([[k, str(v)] for k, v in self.files.mounts])
         filled = substitute_tree(self.files.tree(dict(c)), self.scope, where=self.a.where)
         env.update(resolve_env(filled, self.ctx.secrets, self.facts))
@@ -101,8 +108,8 @@ class Pod:
         argv = self.command(c, script=script)
         if not argv:
             raise PermanentError(f"{self.a.where}: container {c.get('name')!r} has no command")
-        workdir = c.get("workingDir")
-        cwd = self.files.host(str(workdir)) if workdir else self.a.scratch
+        workdir = substitute(str(c.get("workingDir") or ""), self.scope, where=self.a.where)
+        cwd = self.files.cwd(workdir)  # the pod's / unless it names a working directory
         cwd.mkdir(parents=True, exist_ok=True)
         self.log.write(f"{ATTEMPT_HEADER}{self.a.node.attempts}: {' '.join(argv)}\n".encode())
         self.log.flush()
@@ -120,10 +127,11 @@ class Pod:
     def run(
         self, c: Mapping[str, Any], *, script: bool = False, deadline: float | None = None
     ) -> tuple[int | None, str]:
-        """Run container ``c`` to its end: ``(exit code, stdout)``; the exit code is None when
-        ``deadline`` seconds passed first (the container is killed)."""
+        """Run container ``c`` to its end: ``(exit code, result)`` (its standard output as
+        ``outputs.result``); the exit code is None when ``deadline`` seconds passed first (the
+        container is killed)."""
         proc = self.start(c, script=script, capture=True)
-        chunks: list[bytes] = []
+        chunks = bytearray()
         reader = threading.Thread(target=self._tee, args=(proc, chunks), daemon=True)
         reader.start()
         try:
@@ -133,17 +141,18 @@ class Pod:
         finally:
             self.ctx.procs.kill(proc)  # a container's processes end with it: sweep them
             reader.join(timeout=5)
-        return rc, b"".join(chunks).decode(errors="replace")
+        return rc, _result(bytes(chunks))
 
-    def _tee(self, proc: subprocess.Popen[bytes], chunks: list[bytes]) -> None:
+    def _tee(self, proc: subprocess.Popen[bytes], tail: bytearray) -> None:
+        """Copy the container's stdout to the log, keeping its end (one byte more than a
+        result holds: the newline Argo trims first)."""
         assert proc.stdout is not None
-        size = 0
         for line in iter(proc.stdout.readline, b""):
             self.log.write(line)
             self.log.flush()
-            if size < MAX_RESULT:
-                chunks.append(line[: MAX_RESULT - size])
-                size += len(line)
+            tail += line
+            if len(tail) > 2 * MAX_RESULT:
+                del tail[: len(tail) - MAX_RESULT - 1]
 
     def place_inputs(self) -> None:
         """Put each input artifact at its path."""
@@ -162,10 +171,10 @@ class Pod:
             if spec.get("mode") is not None:
                 dest.chmod(int(spec["mode"]))
 
-    def outputs(self, rc: int, stdout: str, message: str = "") -> Outcome:
-        """What a container that exited ``rc`` leaves: its output parameters and artifacts
-        (when it succeeded), ``result`` and ``exitCode``."""
-        result = stdout[:-1] if stdout.endswith("\n") else stdout
+    def outputs(self, rc: int, result: str, message: str = "") -> Outcome:
+        """What a container that exited ``rc`` with ``result`` (what :meth:`run` returned)
+        leaves: its output parameters and artifacts (when it succeeded), ``result`` and
+        ``exitCode``."""
         if rc != 0:
             status, code = ("Error", 128 - rc) if rc < 0 else ("Failed", rc)
             return Outcome(status, code, message or f"exit code {code}", result=result)
@@ -173,10 +182,11 @@ class Pod:
         for p in (self.a.template.get("outputs") or {}).get("parameters") or []:
             vf = p.get("valueFrom") or {}
             path = self.files.host(str(vf.get("path", "")))
+            # Argo trims one trailing newline off the value, a default's too (executor.go)
             if vf.get("path") and path.is_file():
-                params[p["name"]] = path.read_text()
+                params[p["name"]] = _less_newline(path.read_bytes().decode(errors="replace"))
             elif "default" in vf:
-                params[p["name"]] = str(vf["default"])
+                params[p["name"]] = _less_newline(str(vf["default"]))
             elif vf.get("path"):
                 return Outcome(
                     "Error", 0, f"output parameter {p['name']}: {vf['path']} was not written"
@@ -194,15 +204,41 @@ class Pod:
             if not spec.get("path") or store is None:
                 continue
             src = self.files.host(str(spec["path"]))
-            if not src.exists():
+            nested = self.files.nested(str(spec["path"]))
+            if not src.exists() and not nested:
                 if spec.get("optional"):
                     continue
                 raise PermanentError(
                     f"output artifact {spec['name']}: {spec['path']} was not written"
                 )
             key = f"{self.ctx.workflow}/{self.a.key}/{spec['name']}"
-            out[str(spec["name"])] = store.save(src, key, spec.get("archive"))
+            with tempfile.TemporaryDirectory(prefix="gangway-artifact-") as tmp:
+                if nested:  # what the container sees there: the directory and what is in it
+                    src = _assembled(src, nested, Path(tmp))
+                out[str(spec["name"])] = store.save(src, key, spec.get("archive"))
         return out
+
+
+def _less_newline(text: str) -> str:
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _result(stdout: bytes) -> str:
+    """``outputs.result``: standard output less one trailing newline, its last 256 KiB."""
+    kept = stdout[:-1] if stdout.endswith(b"\n") else stdout
+    return kept[-MAX_RESULT:].decode(errors="replace")
+
+
+def _assembled(top: Path, nested: list[tuple[str, Path]], tmp: Path) -> Path:
+    """A copy of directory ``top`` with each nested mount's files at its place in it."""
+    dest = tmp / top.name
+    if top.is_dir():
+        shutil.copytree(top, dest, symlinks=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel, host in nested:
+        if host.is_dir():
+            shutil.copytree(host, dest / rel, symlinks=True, dirs_exist_ok=True)
+    return dest
 
 
 def open_pod(

@@ -11,9 +11,9 @@ from gangway.argo.conditions import resource_condition
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.manifests import fill_manifest
 from gangway.local._attempt import Attempt, RunContext, safe_name
-from gangway.local._gang import run_volcano_job
+from gangway.local._gang import gang_processes, run_volcano_job
 from gangway.local._model import NodeResult, Outcome
-from gangway.volcano.gang import is_job
+from gangway.volcano.gang import is_job, read_gang
 from gangway.volcano.job import JOB_API_VERSION
 
 __all__ = ["run_resource"]
@@ -38,15 +38,17 @@ def run_resource(a: Attempt, ctx: RunContext) -> Outcome:
         ctx.progress(node)
 
     meta = manifest.get("metadata") or {}
-    gang = run_volcano_job(
-        manifest,
-        name=meta.get("name") or f"{meta.get('generateName', 'job-')}{a.node.attempts:05d}",
-        scratch=lambda pod: a.scratch / pod,
-        log_dir=a.node.log,
-        cwd=a.scratch,
-        ctx=ctx,
-        on_restart=restarted,
-    )
+    # Gangs side by side share this machine's processes: one starts once its own are free.
+    with ctx.gangs.held(gang_processes(read_gang(manifest))):
+        gang = run_volcano_job(
+            manifest,
+            name=meta.get("name") or f"{meta.get('generateName', 'job-')}{a.node.attempts:05d}",
+            scratch=lambda pod: a.scratch / pod,
+            log_dir=a.node.log,
+            cwd=a.scratch,
+            ctx=ctx,
+            on_restart=restarted,
+        )
     msg = f"Volcano Job {gang.phase}: {gang.message}"
     if gang.restarts:
         msg += f" ({gang.restarts} gang restart(s))"

@@ -33,9 +33,11 @@ from gangway.argo.substitution import substitute
 from gangway.contract import ENV_LOCAL_RUN
 from gangway.local._artifacts import ArtifactStore
 from gangway.local._attempt import RunContext
+from gangway.local._boundary import Budget
 from gangway.local._cache import NodeCache
 from gangway.local._clock import SYSTEM_CLOCK, Clock
 from gangway.local._env import Secrets
+from gangway.local._gang import max_local_pods
 from gangway.local._model import NodeResult, RunResult
 from gangway.local._processes import ProcessGroups
 from gangway.local._suspend import clear_resumes, executing
@@ -63,7 +65,10 @@ class LocalExecutor(Walker):
         auto_resume: bool = False,
         secrets_dir: Path | None = None,
     ) -> None:
-        """``previous``: the nodes of an earlier run of this workflow (``gangway retry``); those
+        """``parallelism``: at most this many leaf steps at once (None: no limit but the
+        workflow's own ``spec.parallelism``, as on a cluster; a gang of processes takes its
+        share of this machine, :func:`gangway.local._gang.max_local_pods`, either way).
+        ``previous``: the nodes of an earlier run of this workflow (``gangway retry``); those
         that succeeded are not run again, their recorded outputs are used. ``grace``: seconds
         between SIGTERM and SIGKILL when a step, a gang pod or the whole run is stopped.
         ``use_cache``: a ``memoize`` step whose key has an entry younger than its ``maxAge``
@@ -97,16 +102,16 @@ class LocalExecutor(Walker):
         self._deadline_hit = False
         self._t0 = clock.now()
         self._started = _utc_now()
-        # Steps run one at a time unless asked: on a small machine, CPU-bound steps side by
-        # side only contend for the same cores. The workflow's own parallelism caps it.
-        width = int(parallelism or self.spec.get("parallelism") or 1)
-        if self.spec.get("parallelism"):
-            width = min(width, int(self.spec["parallelism"]))
-        self.slots = Slots(width)
+        # As Argo, every ready step runs at once unless the workflow's parallelism (or, for
+        # this machine, ``parallelism``) caps the leaf steps running side by side.
+        caps = [int(c) for c in (parallelism, self.spec.get("parallelism")) if c]
+        self.slots = Slots(min(caps) if caps else None)
         self.ctx = RunContext(
             procs=self.procs,
             env={**environ, ENV_LOCAL_RUN: "1"},
             parallelism=self.slots.n,
+            busy=lambda: self.slots.busy,
+            gangs=Budget(max_local_pods()),
             grace=grace,
             clock=clock,
             progress=self.event,

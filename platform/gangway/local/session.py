@@ -35,6 +35,7 @@ from gangway.local.runs import (
     reopen_run,
     resume_run,
 )
+from gangway.local.validation import retry_notices
 from gangway.tracking import WorkflowState
 
 __all__ = [
@@ -147,13 +148,14 @@ def run_pipeline(
     values: Mapping[str, str] | None = None,
     state_dir: Path = Path(".gangway"),
     *,
-    parallelism: int = 1,
+    parallelism: int | None = None,
     grace: float = 30.0,
     watch: Watch | None = None,
     check: ValuesCheck | None = None,
     use_cache: bool = True,
     auto_resume: bool = False,
     secrets_dir: Path | None = None,
+    name: str | None = None,
 ) -> Finished:
     """Compile ``pipeline`` and run the Workflow a cluster would run, here: ``values``
     override its parameters; storage and MLflow default to ``state_dir``.
@@ -161,8 +163,9 @@ def run_pipeline(
     ``check`` may refuse the values first, as they will be substituted (``gangway run`` gives
     :func:`gangway.lint.values.values_check`). Without it, a value that would rewrite a
     resource manifest is still refused when that step is about to run. ``use_cache=False``
-    runs cacheable steps even when a verified entry exists (:mod:`gangway.caching`)."""
-    run = prepare_run(pipeline, values or {}, state_dir, check=check)
+    runs cacheable steps even when a verified entry exists (:mod:`gangway.caching`). ``name``
+    picks the object of a YAML file that holds several (:func:`gangway.local.runs.prepare_run`)."""
+    run = prepare_run(pipeline, values or {}, state_dir, check=check, name=name)
     return execute(
         run,
         parallelism=parallelism,
@@ -178,7 +181,7 @@ def retry_pipeline(
     state_dir: Path,
     workflow: str | None = None,
     *,
-    parallelism: int = 1,
+    parallelism: int | None = None,
     grace: float = 30.0,
     watch: Watch | None = None,
     auto_resume: bool = False,
@@ -200,7 +203,7 @@ def retry_pipeline(
 def execute(
     run: LocalRun,
     *,
-    parallelism: int = 1,
+    parallelism: int | None = None,
     grace: float = 30.0,
     watch: Watch | None = None,
     use_cache: bool = True,
@@ -215,6 +218,8 @@ def execute(
                 f"killed {len(leftovers)} process(es) an earlier attempt of {run.name} left "
                 "running (its gangway was killed outright)"
             )
+        for notice in retry_notices(run.saved.workflow):
+            watch.notify(notice)
         tracking = run.parameters.get("mlflow-tracking-uri", "")
         replayer = Replayer(run.spool, tracking) if tracking else None
 
