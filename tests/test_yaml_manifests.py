@@ -282,3 +282,18 @@ def test_two_objects_to_run_say_how_to_choose() -> None:
     wrong = gangway("run", str(LIBRARY), "--name", "nope")
     assert isinstance(wrong.exception, GangwayError)
     assert "(it has: WorkflowTemplate/greetings, Workflow/by-template-ref" in str(wrong.exception)
+
+
+def test_a_lone_template_may_name_parameters_its_callers_supply(tmp_path: Path) -> None:
+    """Argo validates a WorkflowTemplate's undeclared `workflow.parameters.X` as something
+    the submitting Workflow may supply: compile accepts it (lint warns); a local run, which
+    cannot supply it, refuses it before anything runs."""
+    f = tmp_path / "template.yaml"
+    f.write_text(
+        "apiVersion: argoproj.io/v1alpha1\nkind: WorkflowTemplate\nmetadata: {name: wtp}\n"
+        "spec:\n  entrypoint: main\n  templates:\n  - {name: main, container: {image: alpine,"
+        ' command: [echo, "{{workflow.parameters.msg}}"]}}\n'
+    )
+    assert gangway("compile", str(f)).exit_code == 0
+    err = gangway("run", str(f), "--state-dir", str(tmp_path / "s")).exception
+    assert isinstance(err, GangwayError) and "{{workflow.parameters.msg}}" in str(err)
