@@ -297,3 +297,13 @@ def test_a_lone_template_may_name_parameters_its_callers_supply(tmp_path: Path) 
     assert gangway("compile", str(f)).exit_code == 0
     err = gangway("run", str(f), "--state-dir", str(tmp_path / "s")).exception
     assert isinstance(err, GangwayError) and "{{workflow.parameters.msg}}" in str(err)
+
+
+def test_submit_refuses_a_file_that_is_not_one_workflow_template() -> None:
+    """`gangway submit` sends one WorkflowTemplate and starts a Workflow from it: a file whose
+    Workflow calls a library template must not be sent as the library (found by the
+    adversarial pass: the user's Workflow was dropped)."""
+    res = gangway("submit", "--dry-run", str(LIBRARY))
+    err = res.exception
+    assert isinstance(err, GangwayError) and err.exit_code == 1, res.output
+    assert "sends one WorkflowTemplate" in str(err) and "Workflow/by-template-ref" in str(err)

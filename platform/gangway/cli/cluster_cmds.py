@@ -182,6 +182,7 @@ def submit_cmd(
     from gangway.submission import submit_plan
 
     objs = load_manifests(pipeline)
+    _one_template(pipeline, objs)
     params = parse_params(param)
     if cluster is not None and cluster.lower() == "auto":
         if "cluster" in params:
@@ -332,3 +333,21 @@ def links_cmd(
     from gangway.links import configmap_yaml
 
     typer.echo(configmap_yaml(mlflow_url, namespace), nl=False)
+
+
+def _one_template(pipeline: Path, objs: list[dict[str, Any]]) -> None:
+    """A YAML file submits when it holds one Argo object, a WorkflowTemplate: submit sends it
+    and starts a Workflow from it, so any other shape would send something else silently."""
+    if pipeline.suffix == ".py":
+        return
+    from gangway.manifest_files import ARGO_KINDS, label
+
+    argo = [o for o in objs if o.get("kind") in ARGO_KINDS]
+    if len(argo) == 1 and argo[0].get("kind") == "WorkflowTemplate":
+        return
+    held = ", ".join(label(o) for o in argo) or "no Argo object"
+    raise PermanentError(
+        f"{pipeline}: `gangway submit` sends one WorkflowTemplate and starts a Workflow from "
+        f"it; this file holds {held}: give a file with one WorkflowTemplate (run the others "
+        "here with `gangway run FILE --name NAME`)"
+    )
