@@ -336,14 +336,16 @@ def links_cmd(
 
 
 def _one_template(pipeline: Path, objs: list[dict[str, Any]]) -> None:
-    """A YAML file submits when it holds one Argo object, a WorkflowTemplate: submit sends it
-    and starts a Workflow from it, so any other shape would send something else silently."""
+    """A YAML file submits when it holds one WorkflowTemplate first (and CronWorkflows, as a
+    compiled pipeline does, which `deploy` sends): submit sends it and starts a Workflow from
+    it, so any other shape would send something else silently."""
     if pipeline.suffix == ".py":
         return
     from gangway.manifest_files import ARGO_KINDS, label
 
     argo = [o for o in objs if o.get("kind") in ARGO_KINDS]
-    if len(argo) == 1 and argo[0].get("kind") == "WorkflowTemplate":
+    others = [o for o in argo if o.get("kind") != "CronWorkflow"]  # `deploy` sends those
+    if len(others) == 1 and others[0].get("kind") == "WorkflowTemplate" and argo[0] is others[0]:
         return
     held = ", ".join(label(o) for o in argo) or "no Argo object"
     raise PermanentError(
