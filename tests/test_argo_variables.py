@@ -88,6 +88,27 @@ def test_the_workflows_retry_strategy_is_every_templates_default() -> None:
     assert (a["retryStrategy"], b["retryStrategy"]) == ({"limit": 2}, {})
 
 
+def test_template_defaults_merge_as_argo_merges_them() -> None:
+    """One merge for the executor and lint: a type-specific default (``container``) reaches
+    only a template of that type, maps merge key by key, sidecars by name."""
+    spec = {
+        "templateDefaults": {
+            "container": {"env": [{"name": "A", "value": "1"}], "workingDir": "/w"},
+            "sidecars": [{"name": "s", "image": "x"}],
+            "timeout": "3s",
+        },
+        "templates": [
+            {"name": "c", "container": {"image": "alpine"}, "sidecars": [{"name": "s"}]},
+            {"name": "d", "dag": {"tasks": []}},
+        ],
+    }
+    c, d = with_defaults(spec)
+    assert c["container"] == {"image": "alpine", "env": [{"name": "A", "value": "1"}],
+                              "workingDir": "/w"}  # fmt: skip
+    assert c["sidecars"] == [{"name": "s", "image": "x"}] and c["timeout"] == "3s"
+    assert "container" not in d and d["timeout"] == "3s"
+
+
 # ---- variables ----------------------------------------------------------------------------
 
 

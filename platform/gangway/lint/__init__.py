@@ -34,13 +34,14 @@ from typing import Any
 
 from gangway.argo.scope import static_scope, workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
+from gangway.argo.template_defaults import merge_defaults
 from gangway.config import PlatformConfig, load_config
 from gangway.lint._findings import Finding
 from gangway.lint.argo_rules import TEMPLATE_KINDS, check_workflow
 from gangway.lint.crds import CrdSchemas
 from gangway.lint.platform_rules import check_pod, check_pod_fields, known_gpu_products
 from gangway.lint.pod_spec_patch import check_pod_spec_patch
-from gangway.lint.pods import every_template, merge_defaults, pod_containers, source_path
+from gangway.lint.pods import every_template, pod_containers, source_path
 from gangway.lint.resources import ResourceContext, lint_resource
 from gangway.lint.structural import validate_structure
 from gangway.lint.team_rules import check_team

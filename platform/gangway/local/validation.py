@@ -22,6 +22,7 @@ from gangway.argo.expressions import evaluate
 from gangway.argo.nodes import last_retry_scope
 from gangway.argo.scope import callers, parameter_values, static_scope
 from gangway.argo.substitution import PLACEHOLDER, fill_known
+from gangway.argo.template_defaults import merge_defaults
 from gangway.local._env import Secrets
 from gangway.local._validate_containers import container_problems
 from gangway.retries import RETRY_POLICIES, duration_seconds
@@ -42,15 +43,13 @@ _LAST_RETRY = last_retry_scope("Failed", 1, 0.0, "", no_exit_code="-1")
 
 
 def with_defaults(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The workflow's templates with ``templateDefaults`` under each (the template wins), and
+    """The workflow's templates with ``templateDefaults`` merged in as Argo merges them
+    (:func:`gangway.argo.template_defaults.merge_defaults`), and
     ``spec.retryStrategy`` for each template without one of its own (Argo's fallback)."""
     defaults = dict(spec.get("templateDefaults") or {})
     out = []
     for t in spec.get("templates") or []:
-        merged = {**defaults, **t}
-        for key in ("container", "script"):
-            if key in t and isinstance(defaults.get("container"), dict):
-                merged[key] = {**defaults["container"], **t[key]}
+        merged = merge_defaults(defaults, t)
         if merged.get("retryStrategy") is None and spec.get("retryStrategy") is not None:
             merged["retryStrategy"] = spec["retryStrategy"]
         out.append(merged)
