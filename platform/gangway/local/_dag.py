@@ -106,7 +106,8 @@ def run_dag(
     where = f"template {template['name']}"
     clauses = {n: task_depends(t, where=f"{where} task {n}") for n, t in tasks.items()}
     d = _Dag(w, tasks, clauses, prefix, scope, depth, Boundary(template))
-    targets, d.pending = _targets(template, tasks, clauses, scope)
+    depends_on = {n: [t for t in clauses[n].tasks if t in tasks] for n in tasks}
+    targets, d.pending = _targets(template, depends_on, scope)
     d.run()
     if d.pending and not d.held:
         w.error = w.error or f"tasks {d.pending} of {where} can never run (a dependency cycle?)"
@@ -117,7 +118,6 @@ def run_dag(
         n: TaskEnd(node.phase, tuple(c.phase for c in node.children), continue_on(tasks[n]))
         for n, node in d.ended.items()
     }
-    depends_on = {n: [t for t in clauses[n].tasks if t in tasks] for n in tasks}
     fail_fast = dag.get("failFast", True) is not False
     phase, failing = dag_phase(targets, depends_on, ends, fail_fast=fail_fast)
     failed = [n for n, node in d.ended.items() if node.phase in FAILED] if failing else []
@@ -137,8 +137,7 @@ def _state(node: NodeResult, task: Mapping[str, Any]) -> TaskState:
 
 def _targets(
     template: Mapping[str, Any],
-    tasks: Mapping[str, Mapping[str, Any]],
-    clauses: Mapping[str, Depends],
+    depends_on: Mapping[str, list[str]],
     scope: Mapping[str, str],
 ) -> tuple[list[str], list[str]]:
     """The target tasks (``target``'s, else the leaves: Argo's) and the tasks to run — all,
@@ -149,15 +148,13 @@ def _targets(
     where = f"templates.{template['name']}.dag.target"
     text = substitute(str(template["dag"].get("target") or ""), scope, where=where)
     if not text:
-        return leaf_tasks({n: [t for t in clauses[n].tasks if t in tasks] for n in tasks}), list(
-            tasks
-        )
+        return leaf_tasks(depends_on), list(depends_on)
     names = text.split(" ")
-    unknown = [t for t in names if t not in tasks]
+    unknown = [t for t in names if t not in depends_on]
     if unknown:
         raise PermanentError(
             f"{where}: target {unknown[0]} does not exist (target {text!r}; the tasks are "
-            f"{', '.join(tasks)}); name tasks of this DAG, one space apart"
+            f"{', '.join(depends_on)}); name tasks of this DAG, one space apart"
         )
     want: set[str] = set()
     todo = list(names)
@@ -165,8 +162,8 @@ def _targets(
         t = todo.pop()
         if t not in want:
             want.add(t)
-            todo += [d for d in clauses[t].tasks if d in tasks]
-    return names, [t for t in tasks if t in want]
+            todo += depends_on[t]
+    return names, [t for t in depends_on if t in want]
 
 
 def _omit_rest(
