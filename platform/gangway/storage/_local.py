@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import stat
@@ -192,7 +193,12 @@ class LocalBackend:
 
     def publish_tree(self, tree: TreeCommit) -> None:
         """Build the tree in a hidden sibling (renaming ``src`` there with ``move``), write the
-        marker into it, then rename it into place in one step, replacing a partial leftover."""
+        marker into it, then rename it into place in one step, replacing a partial leftover.
+
+        The slow part (copying) runs unlocked; the commit — look at ``dst``, clear a leftover,
+        rename into place — runs under an exclusive lock on the parent directory, so a
+        committed tree is never moved, even for an instant, under its readers by another
+        publisher that took it for a leftover a moment before it was committed."""
         src, dst = tree.src, self.root
         with os_errors("write", dst.parent):
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -204,14 +210,13 @@ class LocalBackend:
                 pairs = [(src / k, tmp / k) for k in tree.rels]
                 copy_files(pairs, workers=tree.workers, on_done=tree.on_done)
             (tmp / tree.marker_name).write_bytes(tree.marker)
-            if tree.committed():  # an identical publisher finished first: publishing is once
-                return
-            if dst.exists():
-                _clear_leftover(dst, tree.marker_name)
-            os.replace(tmp, dst)
+            with _directory_lock(dst.parent):
+                if tree.committed():  # an identical publisher finished first: publishing is once
+                    return
+                if os.path.lexists(dst):
+                    _clear_leftover(dst)
+                os.replace(tmp, dst)
         except OSError as e:
-            if tree.committed():  # lost a race to an identical publisher
-                return
             raise PermanentError(
                 f"cannot publish {src} to file://{dst}: {e.strerror or e}; check the path and its "
                 "permissions"
@@ -224,16 +229,25 @@ class LocalBackend:
         return self.root
 
 
-def _clear_leftover(dst: Path, marker_name: str) -> None:
-    """Remove a partial leftover at ``dst`` — never a committed tree: it is renamed aside in
-    one step first, and put back if it turns out to hold its marker (a concurrent publisher
-    committed it in between; its readers keep reading it)."""
-    aside = temp_sibling(dst)
+@contextlib.contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``directory`` itself (no lock file is left beside the data);
+    the kernel releases it when the holder dies, so a killed publisher never blocks the next."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.replace(dst, aside)
-    except FileNotFoundError:  # another publisher cleared it first
-        return
-    if (aside / marker_name).exists():
-        with contextlib.suppress(OSError):  # a third one committed meanwhile: theirs stands
-            os.replace(aside, dst)
-    shutil.rmtree(aside, ignore_errors=True)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _clear_leftover(dst: Path) -> None:
+    """Remove what a killed publisher left at ``dst`` (no marker: never a committed tree, which
+    the caller has ruled out under the lock): renamed aside in one step, then deleted, so the
+    path is free at once and a second kill mid-delete leaves only a hidden temporary."""
+    aside = temp_sibling(dst)
+    os.replace(dst, aside)
+    if aside.is_dir() and not aside.is_symlink():
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        aside.unlink(missing_ok=True)
