@@ -40,7 +40,7 @@ from components.corpus import open_corpus, train_batch
 from components.model import GPT
 from gangway.contract import tag
 from gangway.errors import Preempted
-from gangway.tracking import CheckpointRef, StepTracker
+from gangway.step.tracking import CheckpointRef, StepTracker
 
 __all__ = ["Trainer"]
 

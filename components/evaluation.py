@@ -29,7 +29,7 @@ from gangway.contract import ENV_PIPELINE, tag
 from gangway.errors import NotFoundError, PermanentError
 from gangway.step import emit, main_wrapper
 from gangway.step.interface import CheckpointUri
-from gangway.tracking import CheckpointRef, StepTracker
+from gangway.step.tracking import CheckpointRef, StepTracker
 
 __all__ = ["evaluate"]
 

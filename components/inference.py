@@ -29,7 +29,7 @@ from gangway import storage
 from gangway.contract import tag
 from gangway.errors import PermanentError
 from gangway.step import emit, main_wrapper
-from gangway.tracking import CheckpointRef, StepTracker
+from gangway.step.tracking import CheckpointRef, StepTracker
 
 __all__ = ["MODES", "infer_shard", "read_documents", "split_inputs"]
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from components.sizing import MODEL_PRESETS, eval_memory_gib, train_memory_gib
-from gangway.caching import Cache, Place, Reads
+from gangway.step.caching import Cache, Place, Reads
 from gangway.step.interface import (
     CheckpointsUri,
     CheckpointUri,

@@ -41,7 +41,7 @@ from gangway.contract import tag
 from gangway.errors import PermanentError
 from gangway.step import emit, main_wrapper
 from gangway.step.interface import CorpusUri
-from gangway.tracking import StepTracker
+from gangway.step.tracking import StepTracker
 
 __all__ = ["CORPUS_FORMAT", "StageResult", "build_demo_dataset", "ensure_demo", "stage"]
 

@@ -30,7 +30,7 @@ from components.config import TrainConfig, load_config
 from components.interfaces import TRAIN
 from gangway.errors import Preempted
 from gangway.step import emit, main_wrapper, parse_overrides
-from gangway.tracking import StepTracker
+from gangway.step.tracking import StepTracker
 
 __all__ = ["train"]
 

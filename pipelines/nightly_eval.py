@@ -17,11 +17,11 @@ from hera.workflows import DAG
 from pydantic import Field
 
 from components.interfaces import DISCOVER, GATE, REPORT, SCORE
-from gangway.cron import scheduled
 from gangway.evals.suites import load_suites, suites_json
 from gangway.params import PipelineParams
 from gangway.pipeline import pipeline
 from gangway.wiring import EACH, SCRATCH, STORAGE_ROOT, Pod, parameters, workflow_output
+from gangway.workflows.cron import scheduled
 
 SUITES = suites_json(load_suites([Path(__file__).parent / "suites"]))
 

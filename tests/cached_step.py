@@ -12,8 +12,8 @@ from typing import Annotated
 from pydantic import Field
 
 from gangway import storage
-from gangway.caching import Cache, Place
 from gangway.step import main_wrapper
+from gangway.step.caching import Cache, Place
 from gangway.step.interface import DatasetUri, Inputs, Outputs, StepSpec
 
 

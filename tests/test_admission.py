@@ -7,10 +7,10 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from gangway.admission import Verdict, admit
-from gangway.snapshot.build import ClusterBuilder, SnapshotBuilder
-from gangway.snapshot.model import Amount, Snapshot
-from gangway.workload import Workload
+from gangway.scheduling.admission import Verdict, admit
+from gangway.scheduling.snapshot.build import ClusterBuilder, SnapshotBuilder
+from gangway.scheduling.snapshot.cluster_state import Amount, Snapshot
+from gangway.scheduling.workload import Workload
 
 
 def gang(pods: int, gpus: int = 8, **kw: object) -> Workload:
@@ -355,7 +355,7 @@ def test_a_victim_whose_loss_is_unknown_goes_after_every_known_one() -> None:
 
 
 def test_deserved_is_judged_per_gpu_model_too() -> None:
-    from gangway.placement import place
+    from gangway.scheduling.placement import place
 
     b, _ = cluster(racks=1, per_rack=4, deserved={"gpu": 64, "gpu/H100": 8})
     o = place(gang(2), b.build()).options[0]
@@ -394,8 +394,8 @@ def test_a_plan_never_places_on_a_cordoned_node() -> None:
 
 
 def test_hold_and_release_give_back_exactly_what_was_taken() -> None:
-    from gangway.admission import views
-    from gangway.snapshot.model import Gang
+    from gangway.scheduling.admission import views
+    from gangway.scheduling.snapshot.cluster_state import Gang
 
     snap = cluster(racks=1, per_rack=2)[0].build()
     view = views(snap)["c1"]

@@ -13,10 +13,10 @@ import pytest
 
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.nodes import argo_node_name, go_float, pod_name
+from gangway.argo.retries import LastAttempt, next_retry
 from gangway.local._retry import UNBOUNDED_RETRIES, retry_limit
 from gangway.local.session import Watch
 from gangway.local.validation import unsupported, with_defaults
-from gangway.retries import LastAttempt, next_retry
 from tests.argo_features._expected import ok
 from tests.test_argo_features import check_nodes, describe, executor, node, run
 

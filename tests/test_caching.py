@@ -1,5 +1,5 @@
 """Step caching: keys from inputs and the digests of the data read; a hit only when the
-outputs verify (:mod:`gangway.caching`) — the compiled cache check and Argo's ``memoize``,
+outputs verify (:mod:`gangway.step.caching`) — the compiled cache check and Argo's ``memoize``,
 run by the local executor on real files (the step: :mod:`tests.cached_step`)."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from hera.workflows import DAG
 
-from gangway import caching
-from gangway.caching import Cache, max_age_seconds
 from gangway.errors import PermanentError
 from gangway.local import LocalExecutor, workflow_from_template
-from gangway.local._model import NodeResult
+from gangway.local._results import NodeResult
 from gangway.pipeline import pipeline
+from gangway.step import caching
+from gangway.step.caching import Cache, max_age_seconds
 from gangway.step.interface import DatasetUri
 from tests.cached_step import WORK
 from tests.conftest import REPO
@@ -195,7 +195,7 @@ def test_a_step_whose_input_and_output_flags_clash_is_refused() -> None:
 def test_the_reference_pipeline_checks_then_memoizes_staging_and_evaluation() -> None:
     """Both cacheable steps run after a cache check with their own arguments, and Argo
     memoizes each on the key its check gives; training, split and inference are not cached."""
-    from gangway.compiler import compile_pipeline
+    from gangway.workflows.compiler import compile_pipeline
 
     wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
     t = {x["name"]: x for x in wt["spec"]["templates"]}

@@ -19,7 +19,7 @@ from components._resume import NOTE_NAME, Skipped, agreed, plan_resume, set_asid
 from components.config import TrainConfig, load_config
 from gangway import storage
 from gangway.errors import PermanentError
-from gangway.tracking import StepTracker
+from gangway.step.tracking import StepTracker
 from tests.test_training import torchrun
 
 ROOT = "file:///ck"

@@ -20,7 +20,7 @@ from gangway import storage
 from gangway.cli import app
 from gangway.cli._output import shorten
 from gangway.cli._progress import _Lines, progress, steps_table
-from gangway.local._model import NodeResult
+from gangway.local._results import NodeResult
 from tests.conftest import REPO
 
 GANGWAY = [sys.executable, "-c", "from gangway.cli import main; main()"]

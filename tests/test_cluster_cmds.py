@@ -20,15 +20,15 @@ import pytest
 import yaml
 
 from gangway.cli import cluster_cmds
-from gangway.cluster import ClusterConfig, resolve_cluster
-from gangway.compiler import compile_pipeline
+from gangway.cluster.logs import select_pods
+from gangway.cluster.settings import ClusterConfig, resolve_cluster
+from gangway.cluster.status import summarize
+from gangway.cluster.submission import apply_plan, deploy_plan, submit_plan
 from gangway.config import EXAMPLE
 from gangway.contract import WORKFLOW_IDENTITY_ENV
 from gangway.errors import PermanentError
 from gangway.lineage.records import workflow_from_env
-from gangway.pods import select_pods
-from gangway.status import summarize
-from gangway.submission import apply_plan, deploy_plan, submit_plan
+from gangway.workflows.compiler import compile_pipeline
 from tests.conftest import REPO
 from tests.test_images import DIGEST, FakeRegistry, runtime_registry, serve
 
@@ -373,7 +373,7 @@ def test_submit_reference_pipeline_to_a_real_cluster() -> None:
             "no cluster configured: set KUBECONFIG and ARGO_SERVER (Argo + Volcano) "
             "to run the on_cluster tier"
         )
-    from gangway.submission import HeraArgoApi
+    from gangway.cluster.submission import HeraArgoApi
 
     res = _gangway(
         "submit", "pipelines/train_eval_infer.py", "-p", "train-steps=20", env=dict(os.environ)

@@ -199,7 +199,7 @@ def test_unreadable_files_are_user_errors(tmp_path: Path) -> None:
 
 
 def test_a_pipeline_of_an_unknown_team_does_not_compile(tmp_path: Path) -> None:
-    from gangway.compiler import compile_pipeline
+    from gangway.workflows.compiler import compile_pipeline
 
     path = tmp_path / "stray_pipeline.py"
     path.write_text(

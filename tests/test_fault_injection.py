@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from components import checkpoints
-from gangway.compiler import compile_pipeline
 from gangway.local import Clock, LocalExecutor, RunResult, workflow_from_template
+from gangway.workflows.compiler import compile_pipeline
 from tests.conftest import REPO
 
 STEPS, EVERY = 45, 15

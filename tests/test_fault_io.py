@@ -142,8 +142,8 @@ def test_r3_inference_killed_mid_shard_writes_exactly_once(
 
 @pytest.mark.e2e
 def test_permanent_error_fails_fast_after_one_attempt(tmp_path: Path) -> None:
-    from gangway.compiler import compile_pipeline
     from gangway.local import Clock, LocalExecutor, workflow_from_template
+    from gangway.workflows.compiler import compile_pipeline
 
     wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
     wf = workflow_from_template(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gangway.compiler import compile_documents, compile_pipeline, to_yaml
+from gangway.workflows.compiler import compile_documents, compile_pipeline, to_yaml
 from tests.conftest import REPO
 
 PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.startswith("_"))

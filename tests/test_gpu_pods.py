@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from components.interfaces import EVAL_MEMORY, EVALUATE, TRAIN, TRAIN_MEMORY
-from gangway.compiler import compile_pipeline
 from gangway.errors import PermanentError
-from gangway.gpu_pods import GPU_TAINT, gpu_pods
 from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from gangway.workflows.compiler import compile_pipeline
+from gangway.workflows.gpu_pods import GPU_TAINT, gpu_pods
 from tests.conftest import REPO
 
 CPU = REPO / "pipelines" / "train_eval_infer.py"
@@ -57,7 +57,7 @@ def test_a_gpu_gang_selects_its_product_and_tolerates_the_gpu_taint() -> None:
 @pytest.mark.parametrize("gpus", ["1", "8"])
 def test_a_gpu_gangs_memory_follows_its_gpus_as_argo_fills_it(gpus: str) -> None:
     """One process per GPU: ``-p gpus-per-node`` sets both, and the memory with them."""
-    from gangway.workload import gang_workloads
+    from gangway.scheduling.workload import gang_workloads
 
     wt = compile_pipeline(GPU)
     (w,) = gang_workloads(wt, {"gpus-per-node": gpus, "nodes": "2"})

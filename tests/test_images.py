@@ -19,14 +19,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from gangway.errors import PermanentError, TransientError
-from gangway.images import (
+from gangway.cluster.images import (
     docker_credentials,
     parse_reference,
     pin_image,
     pinned,
     resolve_digest,
 )
+from gangway.errors import PermanentError, TransientError
 
 INDEX = json.dumps(
     {

@@ -12,7 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 PLATFORM = REPO / "platform" / "gangway"
 CODE = sorted([*PLATFORM.rglob("*.py"), *(REPO / "components").rglob("*.py")])
-MAX_FILE_LINES = 400
+MAX_FILE_LINES = 700
+"""Not a target to trim to: a file is the size of its concept. This only catches a module that
+has become several concepts (a god object such as a 5,000-line compiler); split it by meaning."""
 MAX_FUNCTION_LINES = 80
 
 
@@ -118,30 +120,37 @@ def test_files_and_functions_are_small() -> None:
         and f.end_lineno is not None
         and f.end_lineno - f.lineno + 1 > MAX_FUNCTION_LINES
     ]
-    assert not long_files, f"over {MAX_FILE_LINES} lines: split by concept: {long_files}"
+    assert not long_files, f"over {MAX_FILE_LINES} lines: is it one concept? {long_files}"
     assert not long_functions, f"over {MAX_FUNCTION_LINES} lines: name the stages: {long_functions}"
 
 
 PURE_DECISIONS = (
-    "gangway.admission",
-    "gangway.capacity",
-    "gangway.packing",
-    "gangway.placement",
-    "gangway.preemption",
-    "gangway.why",
-    "gangway.snapshot.model",
-    "gangway.snapshot.objects",
-    "gangway.simulation.arrivals",
-    "gangway.simulation.fgd",
-    "gangway.simulation.policies",
-    "gangway.simulation.replay",
+    "gangway.scheduling.admission",
+    "gangway.scheduling.capacity",
+    "gangway.scheduling.packing",
+    "gangway.scheduling.placement",
+    "gangway.scheduling.preemption",
+    "gangway.scheduling.pending",
+    "gangway.scheduling.snapshot.cluster_state",
+    "gangway.scheduling.snapshot.objects",
+    "gangway.scheduling.simulation.arrivals",
+    "gangway.scheduling.simulation.fgd",
+    "gangway.scheduling.simulation.policies",
+    "gangway.scheduling.simulation.replay",
 )
-IO = ("kubernetes", "mlflow", "boto3", "requests", "gangway.snapshot.live", "gangway.cluster")
+IO = (
+    "kubernetes",
+    "mlflow",
+    "boto3",
+    "requests",
+    "gangway.scheduling.snapshot.live",
+    "gangway.cluster.settings",
+)
 
 
 def test_decisions_are_pure_functions_over_a_snapshot() -> None:
-    """Admission, preemption and placement read a snapshot; only gangway.snapshot.live and
-    the CLI talk to a cluster."""
+    """Admission, preemption and placement read a snapshot; only gangway.scheduling.snapshot.live
+    and the CLI talk to a cluster."""
     bad = [
         f"{_module(p)} imports {mod}"
         for p in CODE

@@ -16,9 +16,9 @@ from typing import Any
 from urllib.parse import unquote
 
 from gangway.lineage.follow import follow_pass
+from gangway.lineage.links import record_link
 from gangway.lineage.spool import Spool
-from gangway.links import record_link
-from gangway.tracking import StepTracker
+from gangway.step.tracking import StepTracker
 from tests.conftest import REPO
 
 SESSION = uuid.uuid4().hex[:8]
@@ -56,7 +56,7 @@ def test_a_pipeline_step_only_spools_and_never_imports_mlflow(
     env = {**os.environ, **_env(mlflow_server, tmp_path, "u1")}
     env["GANGWAY_OUTPUTS"] = str(tmp_path / "out")
     code = (
-        "import sys\nfrom gangway.tracking import StepTracker\n"
+        "import sys\nfrom gangway.step.tracking import StepTracker\n"
         "with StepTracker() as t:\n    t.log_metric('loss', 1.5, 3)\n"
         "print('mlflow' in sys.modules)\n"
     )
@@ -84,7 +84,7 @@ def test_a_pass_skips_other_namespaces_and_ended_workflows(
     mlflow_server: str, tmp_path: Path
 ) -> None:
     from gangway.lineage.records import workflow_from_env
-    from gangway.tracking import record_workflow
+    from gangway.step.tracking import record_workflow
 
     mine, theirs = _env(mlflow_server, tmp_path, "u2"), _env(mlflow_server, tmp_path, "u3", ns="b")
     for env in (mine, theirs):

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from gangway.links import controller_links
+from gangway.lineage.links import controller_links
 from tests.conftest import REPO, _free_port, start_mlflow_server, stop_server
 from tests.test_cli import GANGWAY, gangway
 from tests.test_links import _workflow, argo_process_url
@@ -147,7 +147,7 @@ def test_pipeline_records_one_run_per_step_and_links_them(
     assert {r.data.tags["mlflow.parentRunId"] for r in steps} == {parent.info.run_id}
     assert all(r.info.status == "FINISHED" for r in steps)
     tags = parent.data.tags
-    assert tags["gangway.cluster"] == "local" and len(tags["gangway.git_sha"]) >= 40
+    assert tags["gangway.cluster.settings"] == "local" and len(tags["gangway.git_sha"]) >= 40
     assert tags["gangway.namespace"] == "local" and tags["gangway.image"]
     assert parent.data.params["train-steps"] == "40"
     # The Argo UI's workflow link (as Argo fills it in) lists exactly this workflow's runs.

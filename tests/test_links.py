@@ -13,7 +13,7 @@ from urllib.parse import unquote
 import pytest
 import yaml
 
-from gangway.links import (
+from gangway.lineage.links import (
     EXPERIMENT_ANNOTATION,
     annotate_experiment,
     configmap_yaml,

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gangway.compiler import compile_documents, compile_pipeline
 from gangway.contract import step_env
 from gangway.lint import CrdSchemas, Finding, lint_manifest
+from gangway.workflows.compiler import compile_documents, compile_pipeline
 from tests.conftest import REPO
 
 PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.startswith("_"))

@@ -13,6 +13,7 @@ import pytest
 from gangway.argo.conditions import resource_condition
 from gangway.argo.depends import TaskState, parse_depends
 from gangway.argo.expressions import evaluate
+from gangway.argo.retries import LastAttempt, duration_seconds, next_retry, retry_expression
 from gangway.errors import PermanentError
 from gangway.local import (
     Clock,
@@ -23,7 +24,6 @@ from gangway.local import (
     run_pipeline,
     workflow_from_template,
 )
-from gangway.retries import LastAttempt, duration_seconds, next_retry, retry_expression
 
 
 def py(

@@ -141,7 +141,7 @@ def test_compare_and_summarize_a_night() -> None:
 
 
 def test_the_nightly_pipeline_compiles_to_its_template_and_a_cron_workflow_that_runs_it() -> None:
-    from gangway.compiler import compile_documents
+    from gangway.workflows.compiler import compile_documents
 
     template, cron = compile_documents(REPO / "pipelines" / "nightly_eval.py")
     assert (template["kind"], cron["kind"]) == ("WorkflowTemplate", "CronWorkflow")
@@ -190,7 +190,7 @@ def test_a_workflow_output_must_be_a_tasks_output() -> None:
 def test_a_bad_schedule_is_refused_at_compile_time(kwargs: dict[str, Any], message: str) -> None:
     from hera.workflows import WorkflowTemplate
 
-    from gangway.cron import scheduled
+    from gangway.workflows.cron import scheduled
 
     args: dict[str, Any] = {"schedules": ["0 2 * * *"], "timezone": "UTC", **kwargs}
     with pytest.raises(PermanentError, match=message):

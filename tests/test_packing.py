@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangway.packing import MAX_SHAPES, MILLI, Nodes, Packer, Profile, Shape
+from gangway.scheduling.packing import MAX_SHAPES, MILLI, Nodes, Packer, Profile, Shape
 
 
 def cluster(*nodes: tuple[int, int, list[int], str]) -> Nodes:

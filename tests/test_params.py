@@ -11,7 +11,6 @@ from typing import Any, Literal
 import pytest
 from pydantic import Field
 
-from gangway.compiler import compile_pipeline, to_yaml
 from gangway.errors import PermanentError
 from gangway.params import (
     SCHEMA_ANNOTATION,
@@ -20,6 +19,7 @@ from gangway.params import (
     check_values,
     schema_json,
 )
+from gangway.workflows.compiler import compile_pipeline, to_yaml
 from tests.conftest import REPO
 from tests.test_cli import gangway
 

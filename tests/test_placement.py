@@ -11,12 +11,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangway.admission import Verdict, views
-from gangway.capacity import assign, fit
-from gangway.placement import place
-from gangway.snapshot.build import SnapshotBuilder
-from gangway.snapshot.model import Snapshot
-from gangway.workload import Workload
+from gangway.scheduling.admission import Verdict, views
+from gangway.scheduling.capacity import assign, fit
+from gangway.scheduling.placement import place
+from gangway.scheduling.snapshot.build import SnapshotBuilder
+from gangway.scheduling.snapshot.cluster_state import Snapshot
+from gangway.scheduling.workload import Workload
 from tests.test_admission import gang
 
 
@@ -102,9 +102,9 @@ def test_the_chosen_placement_goes_onto_the_job(crd_schemas: object) -> None:
     Volcano Job, which still validates against Volcano's CRD once Argo fills it."""
     from pathlib import Path
 
-    from gangway.compiler import compile_pipeline
     from gangway.lint import lint_manifest
-    from gangway.workload import gang_workloads, place_gangs
+    from gangway.scheduling.workload import gang_workloads, place_gangs
+    from gangway.workflows.compiler import compile_pipeline
 
     obj = compile_pipeline(Path("pipelines/train_eval_infer_gpu.py"))
     (w,) = gang_workloads(obj, {"nodes": "2", "gpus-per-node": "8"})
@@ -211,7 +211,7 @@ def crd_schemas() -> object:
 
 
 def test_a_soft_topology_on_a_job_is_a_preference_not_a_constraint() -> None:
-    from gangway.workload import workload_of_job
+    from gangway.scheduling.workload import workload_of_job
 
     job: dict[str, Any] = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
@@ -256,7 +256,7 @@ def contended(draw: st.DrawFn) -> tuple[Snapshot, Workload]:
 @settings(max_examples=150, deadline=None)
 @given(contended())
 def test_a_preemption_plan_fits_and_follows_the_rules(case: tuple[Snapshot, Workload]) -> None:
-    from gangway.admission import admit
+    from gangway.scheduling.admission import admit
 
     snap, w = case
     d = admit(w, snap)

@@ -1,4 +1,4 @@
-"""The admission policies (:mod:`gangway.render.policies`), their CEL evaluated here with
+"""The admission policies (:mod:`gangway.render.admission_policies`), their CEL evaluated here with
 cel-python as the API server would: the objects the reference pipeline makes a cluster create
 are admitted; broken variants are denied with the policy's message; each binding selects the
 namespaces it should; every object is well formed."""
@@ -21,12 +21,12 @@ from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
-from gangway.compiler import compile_pipeline
 from gangway.config import EXAMPLE, PlatformConfig, TeamView, load_config
 from gangway.contract import QUEUE_LABEL, TEAM_LABEL, WORKFLOW_LABEL
-from gangway.render.policies import API_VERSION, MAX_GPU_PARTS, gpu_caps, policies
-from gangway.volcano.admission import POD_QUEUE_ANNOTATIONS, POD_QUEUE_LABEL
+from gangway.render.admission_policies import API_VERSION, MAX_GPU_PARTS, gpu_caps, policies
+from gangway.volcano.cel import POD_QUEUE_ANNOTATIONS, POD_QUEUE_LABEL
 from gangway.volcano.job import JOB_API_VERSION, JOB_KIND
+from gangway.workflows.compiler import compile_pipeline
 
 REPO = Path(__file__).resolve().parent.parent
 Obj = dict[str, Any]

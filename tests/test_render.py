@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gangway.compiler import compile_pipeline
 from gangway.config import EXAMPLE, load_config
 from gangway.render import differences, render
 from gangway.render.kube import RBAC_RULES
+from gangway.workflows.compiler import compile_pipeline
 from tests.test_cli import gangway
 
 REPO = Path(__file__).resolve().parent.parent

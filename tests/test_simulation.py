@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from gangway.errors import PermanentError
-from gangway.simulation.arrivals import arrivals
-from gangway.simulation.policies import POLICIES, bestfit, random_fit
-from gangway.simulation.replay import Cluster, allocation_curve, replay
-from gangway.simulation.run import Workload, simulate
-from gangway.simulation.trace import TraceNode, TracePod, read_nodes, read_pods
+from gangway.scheduling.simulation.arrivals import arrivals
+from gangway.scheduling.simulation.policies import POLICIES, bestfit, random_fit
+from gangway.scheduling.simulation.replay import Cluster, allocation_curve, replay
+from gangway.scheduling.simulation.run import Workload, simulate
+from gangway.scheduling.simulation.trace import TraceNode, TracePod, read_nodes, read_pods
 
 PUBLISHED = {  # trace → policy → (at 100 %, at 130 %), 10-seed means (seeds 42..51)
     "default": {"random": (86.30, 87.47), "bestfit": (92.86, 93.08), "fgd": (95.23, 95.39)},
@@ -61,7 +61,7 @@ def test_one_seed_of_gangways_rule_on_the_default_trace_passes_fgds_published_me
 
 
 def test_no_policy_passes_the_packing_bound_and_gangways_rule_is_near_it() -> None:
-    from gangway.simulation.bound import allocation_bound, pods_until
+    from gangway.scheduling.simulation.bound import allocation_bound, pods_until
 
     work = trace("default")
     (run,) = simulate(work, ["gangway"], range(42, 43))
@@ -71,7 +71,7 @@ def test_no_policy_passes_the_packing_bound_and_gangways_rule_is_near_it() -> No
 
 
 def test_the_packing_bound_is_exact_where_the_shares_pair_up() -> None:
-    from gangway.simulation.bound import allocation_bound
+    from gangway.scheduling.simulation.bound import allocation_bound
 
     sixes = [_pod(f"a{i}", 1, 600) for i in range(20)]
     assert allocation_bound(sixes, 10) == pytest.approx(60.0)  # one 600 per GPU, 400 idle
@@ -185,7 +185,7 @@ def test_a_pod_list_saved_by_excel_reads_the_same(tmp_path: Path) -> None:
 
 
 def test_pods_no_node_could_take_are_named_with_the_column_at_fault() -> None:
-    from gangway.simulation.trace import never_fit
+    from gangway.scheduling.simulation.trace import never_fit
 
     nodes = [_node("a", 8, "V100", cpu=32000), _node("b", 2, "T4", cpu=96000)]
     pods = [
@@ -214,7 +214,7 @@ def test_a_jump_past_several_points_holds_the_allocation_before_it() -> None:
 
 
 def test_a_mark_some_seed_never_reached_is_no_number_rather_than_a_flattering_one() -> None:
-    from gangway.simulation.report import headlines, summary_md
+    from gangway.scheduling.simulation.report import headlines, summary_md
 
     nodes, _ = small_trace()
     pods = tuple(_pod(f"p{i}", 1, 1000) for i in range(10))
@@ -284,8 +284,8 @@ def test_the_curve_is_nan_where_arrivals_never_got() -> None:
 
 
 def test_fragmented_capacity_is_what_no_pod_of_the_mix_can_use() -> None:
-    from gangway.packing import Profile
-    from gangway.simulation.replay import fragmented_milli
+    from gangway.scheduling.packing import Profile
+    from gangway.scheduling.simulation.replay import fragmented_milli
 
     c = Cluster.of([_node("a", 2), _node("b", 1, cpu=4000)])
     c.place(_pod("s", 1, 900), 0, [0])  # a sliver of 100 beside a free GPU

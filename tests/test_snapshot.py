@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
-from gangway.admission import Verdict
 from gangway.config import EXAMPLE, load_config
 from gangway.errors import PermanentError
-from gangway.snapshot import EXAMPLE_SNAPSHOT, dump_snapshot, load_snapshot
-from gangway.snapshot.example import example_snapshot
-from gangway.snapshot.live import live_snapshot
-from gangway.snapshot.objects import cluster_from_objects
-from gangway.why import why_pending
+from gangway.scheduling.admission import Verdict
+from gangway.scheduling.pending import why_pending
+from gangway.scheduling.snapshot import EXAMPLE_SNAPSHOT, dump_snapshot, load_snapshot
+from gangway.scheduling.snapshot.example import example_snapshot
+from gangway.scheduling.snapshot.live import live_snapshot
+from gangway.scheduling.snapshot.objects import cluster_from_objects
 
 DATA = Path(__file__).parent / "data"
 RECORDED = DATA / "cluster-objects.yaml"
@@ -310,8 +310,8 @@ def test_a_live_snapshot_of_a_real_cluster_loads_back() -> None:
             "no cluster configured: set KUBECONFIG and GANGWAY_KUBE_CONTEXT (a cluster with "
             "Volcano) to run the on_cluster tier"
         )
-    from gangway.snapshot.checks import problems
-    from gangway.snapshot.live import list_objects
+    from gangway.scheduling.snapshot.checks import problems
+    from gangway.scheduling.snapshot.live import list_objects
 
     objs = list_objects(context)
     state = cluster_from_objects(objs, region="live")
@@ -333,7 +333,7 @@ def load_snapshot_text(text: str) -> Any:
 def test_checkpoint_times_from_lineage_go_onto_their_gangs() -> None:
     from datetime import UTC, datetime
 
-    from gangway.snapshot import with_checkpoints
+    from gangway.scheduling.snapshot import with_checkpoints
 
     state = _recorded_cluster()
     snap = example_snapshot().model_copy(update={"clusters": {"eu-west": state}})

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gangway.lineage.records import WorkflowInfo
-from gangway.tracking import StepTracker, record_workflow
+from gangway.step.tracking import StepTracker, record_workflow
 
 SESSION = uuid.uuid4().hex[:8]
 SPOOLS = Path(tempfile.mkdtemp(prefix="gangway-spools-"))

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from gangway.argo.manifests import ManifestInjection, fill_manifest
-from gangway.compiler import compile_pipeline
 from gangway.errors import PermanentError
 from gangway.lint.values import check_values
 from gangway.params import SCHEMA_ANNOTATION
+from gangway.workflows.compiler import compile_pipeline
 from tests.conftest import REPO
 from tests.test_cli import gangway
 

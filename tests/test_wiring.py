@@ -12,9 +12,9 @@ from typing import Any, Literal
 import pytest
 
 from components.interfaces import EVALUATE, INFER, SPLIT, STAGE, TRAIN
-from gangway.compiler import compile_pipeline
 from gangway.errors import PermanentError
 from gangway.step.interface import CheckpointUri, CorpusUri, StepSpec
+from gangway.workflows.compiler import compile_pipeline
 from tests.conftest import REPO
 from tests.test_cli import gangway
 

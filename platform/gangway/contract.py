@@ -1,9 +1,10 @@
 """The step contract: what a step's container gets from the platform, and what it gives back.
 
 One module, so the pipeline that writes these names (:mod:`gangway.pipeline`), the step code
-that reads them (:mod:`gangway.step`, :mod:`gangway.tracking`), the local executor that fakes
+that reads them (:mod:`gangway.step`, :mod:`gangway.step.tracking`), the local executor that fakes
 the pod (:mod:`gangway.local`) and the tools that find a workflow's pods and runs
-(:mod:`gangway.pods`, :mod:`gangway.links`, :mod:`gangway.lineage`) cannot drift apart.
+(:mod:`gangway.cluster.logs`, :mod:`gangway.lineage.links`, :mod:`gangway.lineage`) cannot drift
+apart.
 
 * **Files**: ``/gangway`` is per-step scratch space (an emptyDir; locally a directory per step
   attempt); output parameters are read from ``/gangway/out/NAME``.
@@ -11,7 +12,7 @@ the pod (:mod:`gangway.local`) and the tools that find a workflow's pods and run
 * **Environment**: the workflow's identity and parameters, the MLflow tracking URI, where to
   spool lineage and write outputs (:data:`STEP_ENV`).
 * **Exit codes**: 0 success, 1 permanent, 75 transient, 143 preempted (SIGTERM, saved first);
-  137 is a SIGKILL (OOM, lost node). :mod:`gangway.retries` retries 75, 137 and 143.
+  137 is a SIGKILL (OOM, lost node). :mod:`gangway.argo.retries` retries 75, 137 and 143.
 * **MLflow**: every tag Gangway writes starts with ``gangway.`` (:func:`tag`); values are cut
   to MLflow's limits (:func:`param_value`, :func:`tag_value`).
 """
@@ -104,7 +105,7 @@ ENV_EXIT_DIR = "GANGWAY_EXIT_DIR"
 """Set by the gang launcher (:mod:`gangway.step.launch`): where each rank writes its exit code."""
 
 LINEAGE_SPOOL = "{{workflow.parameters.storage-root}}/runs/{{workflow.uid}}/lineage"
-"""Where steps spool lineage records until MLflow has them (see :mod:`gangway.tracking`)."""
+"""Where steps spool lineage records until MLflow has them (see :mod:`gangway.step.tracking`)."""
 
 WORKFLOW_IDENTITY_ENV: dict[str, str] = {
     "name": "GANGWAY_WORKFLOW_NAME",

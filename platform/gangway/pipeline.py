@@ -24,7 +24,7 @@ from typing import Any
 from hera.workflows import Container, EmptyDirVolume, Parameter, Resource, WorkflowTemplate
 from hera.workflows import models as m
 
-from gangway.caching import Cache
+from gangway.argo.retries import StepKind, retry_strategy
 from gangway.config import PlatformConfig
 from gangway.contract import (
     OUT_DIR,
@@ -39,12 +39,12 @@ from gangway.contract import (
     step_env,
 )
 from gangway.errors import PermanentError
-from gangway.gpu_pods import GpuPods, gpu_pods
-from gangway.memoize import KEY_INPUT, RECORD_INPUT, memoized
-from gangway.modules import check_module
 from gangway.params import SCHEMA_ANNOTATION, PipelineParams, argo_parameters, schema_json
-from gangway.retries import StepKind, retry_strategy
+from gangway.step.caching import Cache
 from gangway.volcano.job import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
+from gangway.workflows.gpu_pods import GpuPods, gpu_pods
+from gangway.workflows.memoize import KEY_INPUT, RECORD_INPUT, memoized
+from gangway.workflows.step_modules import check_module
 
 __all__ = [
     "OUT_DIR",
@@ -257,8 +257,8 @@ def step(
     ``inputs`` are the template's input parameters (use them in ``args`` as
     ``{{inputs.parameters.NAME}}``); each of ``outputs`` is read from ``/gangway/out/NAME``.
     ``cache`` makes it cacheable: Argo's ``memoize`` on the key its cache-check task gives it
-    (two more inputs, see :mod:`gangway.memoize`). ``gpus`` GPUs of ``gpu_product`` make it a
-    GPU pod (:func:`gangway.gpu_pods.gpu_pods`).
+    (two more inputs, see :mod:`gangway.workflows.memoize`). ``gpus`` GPUs of ``gpu_product`` make
+    it a GPU pod (:func:`gangway.workflows.gpu_pods.gpu_pods`).
     """
     check_module(name, module)
     req = dict(requests or REQUESTS)
@@ -352,7 +352,7 @@ def gang_step(
     injects, ``procs_per_node`` processes per pod, and ``python -m MODULE ARGS`` in each.
     The Job's name is generated, so an Argo-level retry never collides with an earlier Job.
     ``gpus_per_node`` GPUs of ``gpu_product`` per pod make it a GPU gang (its pods select the
-    product and tolerate the GPU taint, :func:`gangway.gpu_pods.gpu_pods`); a CPU gang has
+    product and tolerate the GPU taint, :func:`gangway.workflows.gpu_pods.gpu_pods`); a CPU gang has
     neither. ``requests`` are each pod's CPU and memory.
     """
     check_module(name, module)

@@ -6,7 +6,7 @@
   Gangway's rule at or above FGD's published mean, at 100 % and at 130 % arrived demand.
   Each trace's allocation.csv, summary.md and allocation.png go to
   ``bench-results/placement-quality/TRACE/``.
-  Beside them, the upper bound no placement can pass (:mod:`gangway.simulation.bound`).
+  Beside them, the upper bound no placement can pass (:mod:`gangway.scheduling.simulation.bound`).
 * **Variants not in the trace set** (tests/bench/variants.py), 3 seeds each: Gangway's rule
   against this re-implementation of FGD and against bestfit, run in the same process.
 * **Latency per pod** at 1,213 nodes (the trace's) and 12,130 (its nodes ten times over), on
@@ -25,13 +25,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gangway.simulation.arrivals import arrivals
-from gangway.simulation.bound import allocation_bound, pods_until
-from gangway.simulation.policies import POLICIES
-from gangway.simulation.replay import Cluster
-from gangway.simulation.report import headlines, write_outputs
-from gangway.simulation.run import MARKS, Workload, simulate
-from gangway.simulation.trace import TracePod
+from gangway.scheduling.simulation.arrivals import arrivals
+from gangway.scheduling.simulation.bound import allocation_bound, pods_until
+from gangway.scheduling.simulation.policies import POLICIES
+from gangway.scheduling.simulation.replay import Cluster
+from gangway.scheduling.simulation.report import headlines, write_outputs
+from gangway.scheduling.simulation.run import MARKS, Workload, simulate
+from gangway.scheduling.simulation.trace import TracePod
 from tests.bench.variants import VARIANTS, variant
 from tests.test_simulation import PUBLISHED, trace
 

@@ -23,11 +23,11 @@ from dataclasses import replace
 
 import pytest
 
-from gangway.admission import Verdict, admit, views
-from gangway.placement import place
-from gangway.snapshot.build import SnapshotBuilder
-from gangway.snapshot.model import Amount, Gang, Snapshot
-from gangway.workload import Workload
+from gangway.scheduling.admission import Verdict, admit, views
+from gangway.scheduling.placement import place
+from gangway.scheduling.snapshot.build import SnapshotBuilder
+from gangway.scheduling.snapshot.cluster_state import Amount, Gang, Snapshot
+from gangway.scheduling.workload import Workload
 
 pytestmark = pytest.mark.benchmark
 CLASSES = {"low": 100, "mid": 1000, "high": 10000}

@@ -73,7 +73,7 @@ TRACKED_STEP = (
     "import os, sys\n"
     "if sys.argv[1:] == ['eager']:  # the step sends its own lineage (the old design)\n"
     "    os.environ.pop('GANGWAY_LINEAGE_REPLAY', None)\n"
-    "from gangway.tracking import StepTracker\n"
+    "from gangway.step.tracking import StepTracker\n"
     "with StepTracker() as t:\n"
     "    t.log_params({'shard': 1})\n"
     "    t.log_metric('rows', 100.0)\n"

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from gangway.simulation.trace import TraceNode, TracePod
+from gangway.scheduling.simulation.trace import TraceNode, TracePod
 
 __all__ = ["VARIANTS", "variant"]
 

@@ -9,9 +9,9 @@ import typer
 from gangway import __version__
 from gangway.cli import (
     cluster_cmds,
-    data,
     lineage,
     lint,
+    ls,
     manifests,
     pipelines,
     resume,
@@ -46,7 +46,7 @@ app.command("deploy")(cluster_cmds.deploy_cmd)
 app.command("status")(cluster_cmds.status_cmd)
 app.command("logs")(cluster_cmds.logs_cmd)
 app.command("links")(cluster_cmds.links_cmd)
-app.command("ls")(data.ls)
+app.command("ls")(ls.ls)
 app.command("lineage")(lineage.lineage_cmd)
 app.command("queues")(scheduling.queues_cmd)
 app.command("explain")(scheduling.explain_cmd)

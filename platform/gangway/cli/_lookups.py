@@ -1,7 +1,7 @@
 """The network look-ups ``gangway submit`` and ``deploy`` make beyond the cluster: the image's
-digest in its registry (:mod:`gangway.images`) and the pipeline's MLflow experiment for the Argo
-UI's link (:mod:`gangway.links`). A dry run makes them only when asked (``--pin-image``,
-``--check-links``) and says what it left out."""
+digest in its registry (:mod:`gangway.cluster.images`) and the pipeline's MLflow experiment for the
+Argo UI's link (:mod:`gangway.lineage.links`). A dry run makes them only when asked
+(``--pin-image``, ``--check-links``) and says what it left out."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def mlflow_url(cluster: str | None) -> str | None:
     import os
 
     if cluster:
-        from gangway.cluster import resolve_cluster
+        from gangway.cluster.settings import resolve_cluster
 
         return resolve_cluster(cluster).mlflow_url
     return os.environ.get("GANGWAY_MLFLOW_URL") or None
@@ -47,8 +47,8 @@ def mlflow_url(cluster: str | None) -> str | None:
 def link_mlflow(plan: Any, url: str | None, *, create: bool, ask: bool = True) -> Any:
     """Annotate the plan with each pipeline's MLflow experiment id for the Argo UI link
     (``ask=False``: a dry run that was not asked to call MLflow says it left the link out)."""
-    from gangway.links import experiment_id
-    from gangway.submission import pipeline_of, with_experiments
+    from gangway.cluster.submission import pipeline_of, with_experiments
+    from gangway.lineage.links import experiment_id
 
     if url and not ask:
         err_console.print(
@@ -82,13 +82,13 @@ def link_mlflow(plan: Any, url: str | None, *, create: bool, ask: bool = True) -
 def pinned_image(
     obj: dict[str, Any], params: dict[str, str], *, pin: bool, dry_run: bool
 ) -> dict[str, str]:
-    """The ``image`` parameter pinned by digest (:mod:`gangway.images`), for the workflow and
-    its lineage. A dry run whose registry cannot be reached shows the tag, with a warning."""
+    """The ``image`` parameter pinned by digest (:mod:`gangway.cluster.images`), for the workflow
+    and its lineage. A dry run whose registry cannot be reached shows the tag, with a warning."""
     from rich.markup import escape
 
+    from gangway.cluster.images import pin_image
     from gangway.errors import TransientError
-    from gangway.images import pin_image
-    from gangway.provenance import pinned_image_param
+    from gangway.workflows.provenance import pinned_image_param
 
     if not pin:
         if dry_run:

@@ -67,9 +67,9 @@ def _provenance(
 ) -> dict[str, str]:
     """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own git-sha),
     and the artifact bucket of the cluster's region as ``storage-root`` unless given."""
-    from gangway.compiler import declared_parameters
     from gangway.config import load_config
-    from gangway.provenance import provenance_params
+    from gangway.workflows.compiler import declared_parameters
+    from gangway.workflows.provenance import provenance_params
 
     declared = declared_parameters(obj)
     if pipeline.suffix == ".py":
@@ -91,8 +91,8 @@ def _dry_params(
 
 def _connect(cluster: str | None) -> tuple[Any, Any]:
     """The cluster's settings and an Argo API client for it."""
-    from gangway.cluster import resolve_cluster
-    from gangway.submission import HeraArgoApi
+    from gangway.cluster.settings import resolve_cluster
+    from gangway.cluster.submission import HeraArgoApi
 
     c = resolve_cluster(cluster)
     return c, HeraArgoApi(c.base_url, c.token, c.verify_ssl)
@@ -111,8 +111,8 @@ def _auto_cluster(
     from gangway.cli.decisions import render_placement, render_source
     from gangway.cli.scheduling import decide_pipeline, read_snapshot
     from gangway.config import load_config
-    from gangway.placement import place
-    from gangway.workload import place_gangs
+    from gangway.scheduling.placement import place
+    from gangway.scheduling.workload import place_gangs
 
     snap = read_snapshot(snapshot)
     obj, placements = decide_pipeline(
@@ -135,7 +135,7 @@ def _auto_cluster(
 def _common_cluster(placements: list[Any], known: set[str]) -> str:
     """The first gang's best cluster among those of the platform config (``known``: where
     submit can send) where no gang is rejected."""
-    from gangway.admission import Verdict
+    from gangway.scheduling.admission import Verdict
 
     able = set(known)
     for p in placements:
@@ -179,7 +179,7 @@ def submit_cmd(
     With --cluster auto, Gangway first decides where the gangs go (admission and placement
     over a snapshot of the clusters), prints the decision with the alternatives, writes the
     chosen topology onto the gang's Volcano Job, and submits to that cluster."""
-    from gangway.submission import submit_plan
+    from gangway.cluster.submission import submit_plan
 
     objs = load_manifests(pipeline)
     _one_template(pipeline, objs)
@@ -207,7 +207,7 @@ def submit_cmd(
         plan = link_mlflow(plan, mlflow_url(cluster), create=False, ask=check_links)
         _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
         return
-    from gangway.submission import apply_plan
+    from gangway.cluster.submission import apply_plan
 
     c, api = _connect(cluster)
     if check_links:
@@ -237,7 +237,7 @@ def deploy_cmd(
 
     --dry-run prints the exact objects and makes no network call unless asked (--check-links
     asks MLflow for the experiment of the Argo UI link)."""
-    from gangway.submission import deploy_plan
+    from gangway.cluster.submission import deploy_plan
 
     objs = load_manifests(pipeline)
     _lint_or_fail(objs)
@@ -250,7 +250,7 @@ def deploy_cmd(
         )
         _print_objects(plan.upserts)
         return
-    from gangway.submission import apply_plan
+    from gangway.cluster.submission import apply_plan
 
     if check_links:
         raise PermanentError("--check-links goes with --dry-run (a deploy always links)")
@@ -263,7 +263,7 @@ def deploy_cmd(
 
 
 def render_status(wf: dict[str, Any]) -> Table:
-    from gangway.status import summarize
+    from gangway.cluster.status import summarize
 
     state = summarize(wf)
     secs = f" in {state.seconds:.0f}s" if state.seconds is not None else ""
@@ -309,8 +309,8 @@ def logs_cmd(
     namespace: NamespaceOpt = None,
 ) -> None:
     """Logs of a workflow's pods, the gang's pods included (they carry the workflow label)."""
-    from gangway.cluster import resolve_cluster
-    from gangway.pods import read_logs
+    from gangway.cluster.logs import read_logs
+    from gangway.cluster.settings import resolve_cluster
 
     c = resolve_cluster(cluster)
     for pod, text in read_logs(workflow, namespace or c.namespace, c.kube_context, step):
@@ -330,7 +330,7 @@ def links_cmd(
     your own ConfigMap). Workflows get the experiment annotation the links read from
     `gangway submit` / `gangway deploy` (set GANGWAY_MLFLOW_URL or mlflow_url: per cluster).
     """
-    from gangway.links import configmap_yaml
+    from gangway.lineage.links import configmap_yaml
 
     typer.echo(configmap_yaml(mlflow_url, namespace), nl=False)
 
@@ -341,7 +341,7 @@ def _one_template(pipeline: Path, objs: list[dict[str, Any]]) -> None:
     it, so any other shape would send something else silently."""
     if pipeline.suffix == ".py":
         return
-    from gangway.manifest_files import ARGO_KINDS, label
+    from gangway.workflows.manifest_files import ARGO_KINDS, label
 
     argo = [o for o in objs if o.get("kind") in ARGO_KINDS]
     others = [o for o in argo if o.get("kind") != "CronWorkflow"]  # `deploy` sends those

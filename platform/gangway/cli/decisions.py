@@ -7,11 +7,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gangway.admission import Verdict, amount, views
-from gangway.capacity import ClusterView
-from gangway.placement import WEIGHTS, Placement
-from gangway.snapshot.model import ClusterState, Snapshot
-from gangway.why import GangWhy
+from gangway.scheduling.admission import Verdict, amount, views
+from gangway.scheduling.capacity import ClusterView
+from gangway.scheduling.pending import GangWhy
+from gangway.scheduling.placement import WEIGHTS, Placement
+from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot
 
 __all__ = [
     "render_placement",
@@ -99,7 +99,7 @@ def _options(p: Placement) -> Group:
 
 
 def _evictions(cluster: str, plan: object) -> Table:
-    from gangway.preemption import Preemption
+    from gangway.scheduling.preemption import Preemption
 
     assert isinstance(plan, Preemption)
     cost = "unknown" if plan.cost is None else f"{plan.cost:.1f} GPU-h"

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gangway.assignments import parse_assignments
+from gangway.name_values import parse_assignments
 
 __all__ = ["ParamOpt", "PipelineArg", "StateDirOpt", "load_manifests", "parse_params"]
 
@@ -36,7 +36,7 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
 
 def load_manifests(target: Path) -> list[dict[str, Any]]:
     """A pipeline file compiled (``.py``), or the Kubernetes objects of a YAML file, each
-    checked as ``gangway run`` checks them (:func:`gangway.compiler.load_documents`)."""
-    from gangway.compiler import load_documents
+    checked as ``gangway run`` checks them (:func:`gangway.workflows.compiler.load_documents`)."""
+    from gangway.workflows.compiler import load_documents
 
     return load_documents(target)

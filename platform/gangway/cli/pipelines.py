@@ -37,7 +37,7 @@ def compile_cmd(
 
     A YAML PIPELINE is checked as `gangway run` and `lint` check it, and printed normalised:
     one document each, keys sorted, comments dropped, template references left as written."""
-    from gangway.compiler import load_documents, to_yaml
+    from gangway.workflows.compiler import load_documents, to_yaml
 
     if output is not None:
         output_file(output)  # a mistake here is not found after compiling

@@ -60,7 +60,7 @@ def read_snapshot(
     source: str | None, clusters: list[str] | None = None, *, hint: str | None = None
 ) -> Any:
     """The snapshot to decide over: ``example``, a file, or the live clusters."""
-    from gangway.snapshot import EXAMPLE_SNAPSHOT, load_snapshot
+    from gangway.scheduling.snapshot import EXAMPLE_SNAPSHOT, load_snapshot
 
     if source == "example":
         return load_snapshot(EXAMPLE_SNAPSHOT)
@@ -69,7 +69,7 @@ def read_snapshot(
     if source:
         return load_snapshot(Path(source))
     from gangway.config import load_config
-    from gangway.snapshot.live import live_snapshot
+    from gangway.scheduling.snapshot.live import live_snapshot
 
     cfg = load_config()
     unknown = [c for c in clusters or [] if c not in cfg.clusters]
@@ -102,7 +102,7 @@ def save_cmd(
 
     Nodes, pods, priority classes, Volcano queues, PodGroups and HyperNodes of each cluster of
     the platform config, as one YAML file (`--snapshot FILE` of explain, queues, why)."""
-    from gangway.snapshot import dump_snapshot
+    from gangway.scheduling.snapshot import dump_snapshot
 
     output_file(output)  # refused now, not after minutes of reading clusters
     snap = read_snapshot(None, cluster, hint="check the kube contexts of the platform config")
@@ -124,7 +124,7 @@ def _not_in_snapshot(name: str, snap: Any) -> PermanentError:
 def _with_checkpoints(snap: Any, tracking_uri: str) -> Any:
     from gangway.lineage import store
     from gangway.lineage.checkpoints import last_checkpoints
-    from gangway.snapshot import with_checkpoints
+    from gangway.scheduling.snapshot import with_checkpoints
 
     names = [g.workflow for c in snap.clusters.values() for g in c.gangs if g.workflow]
     try:
@@ -176,8 +176,8 @@ def decide_pipeline(
 
     from gangway.cli.options import load_manifests
     from gangway.config import load_config
-    from gangway.placement import place
-    from gangway.workload import gang_workloads, region_of
+    from gangway.scheduling.placement import place
+    from gangway.scheduling.workload import gang_workloads, region_of
 
     obj = load_manifests(pipeline)[0]
     cfg = load_config()
@@ -212,8 +212,8 @@ def _refuse_bad_values(obj: dict[str, Any], params: dict[str, str]) -> None:
     (the gang's GPU model is what placement adds, so it is not asked for here)."""
     from gangway.lint import CrdSchemas
     from gangway.lint.values import refuse_bad_values
-    from gangway.placement import Topology
-    from gangway.workload import place_gangs
+    from gangway.scheduling.placement import Topology
+    from gangway.scheduling.workload import place_gangs
 
     probe = Topology(tier=None, tier_name=None, hard=False, gpu_product="probe")
     refuse_bad_values(place_gangs(obj, {}, every=probe), params, CrdSchemas.from_env())
@@ -266,9 +266,9 @@ def why_cmd(
     The PodGroup's conditions as Volcano wrote them, next to Gangway's decision over a fresh
     snapshot of the cluster (what it waits for, what would be evicted), on one screen."""
     from gangway.cli.decisions import render_why
-    from gangway.cluster import resolve_cluster
-    from gangway.snapshot.live import list_workflow_gangs
-    from gangway.why import why_pending
+    from gangway.cluster.settings import resolve_cluster
+    from gangway.scheduling.pending import why_pending
+    from gangway.scheduling.snapshot.live import list_workflow_gangs
 
     if not cluster:
         raise PermanentError(

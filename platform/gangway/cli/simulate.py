@@ -79,7 +79,7 @@ def simulate_cmd(
     for capacity planning, take the nodes from a snapshot (--snapshot FILE --cluster NAME)
     and write your own workload as a pod list.
     """
-    from gangway.simulation.run import FIRST_SEED, Workload, check_policies
+    from gangway.scheduling.simulation.run import FIRST_SEED, Workload, check_policies
 
     names = check_policies(policy.split(","))
     _check_counts(seeds, jobs)
@@ -91,7 +91,7 @@ def simulate_cmd(
     with_plot = _warn_machine(jobs)
     runs = _replay(work, names, range(FIRST_SEED, FIRST_SEED + seeds), jobs)
     _print(runs)
-    from gangway.simulation.report import write_outputs
+    from gangway.scheduling.simulation.report import write_outputs
 
     source = f"--snapshot {snapshot}" + (f" --cluster {cluster}" if cluster else "")
     last = FIRST_SEED + seeds - 1
@@ -132,7 +132,7 @@ def _warn_machine(jobs: int) -> bool:
 
 def _warn_never_fit(path: Path, work: Any) -> int:
     """Say which pods no node could take even when empty (they will count as failed)."""
-    from gangway.simulation.trace import never_fit
+    from gangway.scheduling.simulation.trace import never_fit
 
     hopeless = never_fit(work.nodes, work.pods)
     if hopeless:
@@ -161,13 +161,13 @@ def _out_dir(raw: str) -> Path:
 
 
 def _pods(path: Path) -> list[Any]:
-    from gangway.simulation.trace import read_pods
+    from gangway.scheduling.simulation.trace import read_pods
 
     return read_pods(path)
 
 
 def _nodes(path: str | None, snapshot: str | None, cluster: str | None) -> list[Any]:
-    from gangway.simulation.trace import nodes_of, read_nodes
+    from gangway.scheduling.simulation.trace import nodes_of, read_nodes
 
     if path is not None and snapshot is not None:
         raise PermanentError("give --nodes FILE or --snapshot FILE, not both")
@@ -198,7 +198,7 @@ def _nodes(path: str | None, snapshot: str | None, cluster: str | None) -> list[
 
 
 def _replay(work: Any, names: list[str], seeds: range, jobs: int) -> list[Any]:
-    from gangway.simulation.run import arrivals_per_seed, simulate
+    from gangway.scheduling.simulation.run import arrivals_per_seed, simulate
 
     total = sum(arrivals_per_seed(work, seeds).values()) * len(names)
     columns = (
@@ -218,8 +218,8 @@ def _replay(work: Any, names: list[str], seeds: range, jobs: int) -> list[Any]:
 
 
 def _print(runs: list[Any]) -> None:
-    from gangway.simulation.report import headlines, pct
-    from gangway.simulation.run import MARKS
+    from gangway.scheduling.simulation.report import headlines, pct
+    from gangway.scheduling.simulation.run import MARKS
 
     table = Table(title="GPU allocation % (mean ± sd over seeds)")
     table.add_column("policy")

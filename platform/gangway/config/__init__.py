@@ -18,9 +18,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from gangway.config.checks import problems
-from gangway.config.model import PlatformConfig, TeamView
-from gangway.documents import read_mapping
+from gangway.config.schema import PlatformConfig, TeamView
 from gangway.errors import PermanentError, closest
+from gangway.user_yaml import read_mapping
 
 __all__ = ["CONFIG_ENV", "EXAMPLE", "PlatformConfig", "TeamView", "config_path", "load_config"]
 
@@ -40,7 +40,7 @@ def load_config(path: Path | None = None) -> PlatformConfig:
 
 
 def _known_keys() -> set[str]:
-    from gangway.config import model
+    from gangway.config import schema as model
 
     models = [v for v in vars(model).values() if isinstance(v, type) and hasattr(v, "model_fields")]
     return {f for m in models for f in m.model_fields}

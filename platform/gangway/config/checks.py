@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
-from gangway.config.model import Org, PlatformConfig, Quota, Team
 from gangway.config.naming import name_problems, topology_problems
+from gangway.config.schema import Org, PlatformConfig, Quota, Team
 
 __all__ = ["problems"]
 

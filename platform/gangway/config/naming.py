@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from gangway.config.model import PlatformConfig, Topology
+from gangway.config.schema import PlatformConfig, Topology
 
 __all__ = ["RESERVED_NAMESPACES", "name_problems", "topology_problems"]
 

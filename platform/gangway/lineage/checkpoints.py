@@ -1,5 +1,6 @@
 """When each workflow last saved a checkpoint, from its lineage in MLflow: what preemption
-would throw away is the GPU time since then (:func:`gangway.preemption.lost_gpu_hours`)."""
+would throw away is the GPU time since then
+(:func:`gangway.scheduling.preemption.lost_gpu_hours`)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
     python -m gangway.lineage.close {{workflow.status}}
 
-Steps in a pipeline only spool their lineage (:mod:`gangway.tracking`); this runs once the
+Steps in a pipeline only spool their lineage (:mod:`gangway.step.tracking`); this runs once the
 workflow has ended, so its lineage is complete in MLflow when it ends. It never fails the
 workflow: with MLflow unreachable everything stays spooled, and the namespace's
 ``gangway lineage sync --follow`` (or a hand-run ``gangway lineage sync``) sends it later.
@@ -29,7 +29,7 @@ EXIT_STATUS: Mapping[str, Status] = {
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    from gangway.tracking import record_workflow
+    from gangway.step.tracking import record_workflow
 
     args = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env

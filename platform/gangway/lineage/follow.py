@@ -1,4 +1,4 @@
-"""Replaying spooled lineage off the steps' critical path (see :mod:`gangway.tracking`).
+"""Replaying spooled lineage off the steps' critical path (see :mod:`gangway.step.tracking`).
 
 * :class:`Replayer` — inside ``gangway run``: a background thread that sends the run's spool
   to MLflow each time a step ends, so lineage appears as the run goes on while the next step

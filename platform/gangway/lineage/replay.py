@@ -190,7 +190,7 @@ def _workflow_state(
     else:
         client.set_terminated(parent, status=rec.status, end_time=rec.end_ms)
     if tracking_uri.startswith(("http://", "https://")):
-        from gangway.links import workflow_runs_url
+        from gangway.lineage.links import workflow_runs_url
 
         return parent, workflow_runs_url(tracking_uri, exp_id, rec.workflow.uid)
     return parent, run_url(tracking_uri, exp_id, parent)

@@ -9,10 +9,10 @@ from typing import Any, Literal
 from gangway.argo.conditions import split_requirements
 from gangway.argo.depends import task_depends
 from gangway.argo.errors import UnsupportedConstruct
+from gangway.argo.retries import RETRY_POLICIES
 from gangway.argo.scope import workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
 from gangway.lint._findings import Finding
-from gangway.retries import RETRY_POLICIES
 
 __all__ = ["TEMPLATE_KINDS", "check_workflow"]
 

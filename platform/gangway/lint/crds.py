@@ -155,7 +155,7 @@ class CrdSchemas:
         """The CRDs installed in the cluster of kube ``context`` (apiextensions API)."""
         from kubernetes import client
 
-        from gangway.kubeapi import api_client
+        from gangway.cluster.kubeapi import api_client
 
         api = api_client(context)
         items = client.ApiextensionsV1Api(api).list_custom_resource_definition().items

@@ -1,6 +1,6 @@
 """Team rules, from the platform config: a workflow of a team runs on the team's queue, with
 a priority class the team may use and an image from an allowed registry. The admission
-policies (:mod:`gangway.render.policies`) enforce the same on the cluster."""
+policies (:mod:`gangway.render.admission_policies`) enforce the same on the cluster."""
 
 from __future__ import annotations
 

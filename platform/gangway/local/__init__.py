@@ -14,7 +14,7 @@ refused up front with the construct named (:class:`UnsupportedConstruct`).
 """
 
 from gangway.local._clock import Clock
-from gangway.local._model import NodeResult, Outcome, RunResult, UnsupportedConstruct
+from gangway.local._results import NodeResult, Outcome, RunResult, UnsupportedConstruct
 from gangway.local._suspend import resume
 from gangway.local.executor import LocalExecutor
 from gangway.local.session import Finished, Watch, retry_pipeline, run_pipeline

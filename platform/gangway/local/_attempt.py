@@ -13,8 +13,8 @@ from gangway.local._boundary import Budget
 from gangway.local._clock import Clock
 from gangway.local._env import Secrets
 from gangway.local._gang import max_local_pods
-from gangway.local._model import NodeResult
 from gangway.local._processes import ProcessGroups
+from gangway.local._results import NodeResult
 
 __all__ = ["Attempt", "RunContext", "safe_name"]
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from gangway.local._model import NodeResult
+from gangway.local._results import NodeResult
 
 __all__ = ["FAIL_FAST", "Boundary", "Budget"]
 

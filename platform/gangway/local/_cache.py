@@ -4,7 +4,7 @@ young enough (``maxAge``) is not run; it gets the outputs saved with the entry.
 Entries live in ``state_dir/cache/CONFIGMAP/KEY.json``, as Argo keeps them in the ConfigMap
 the template names. As on a cluster, an entry is not checked against the data its outputs
 name: a Gangway step's cache check does that before the key is chosen
-(:mod:`gangway.caching`)."""
+(:mod:`gangway.step.caching`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gangway.argo.substitution import substitute
-from gangway.caching import max_age_seconds
-from gangway.local._model import NodeResult
+from gangway.local._results import NodeResult
+from gangway.step.caching import max_age_seconds
 from gangway.storage import write_atomic
 
 __all__ = ["NodeCache", "NodeKey"]

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gangway.argo.expressions import as_text, evaluate
+from gangway.argo.retries import LastAttempt, next_retry
 from gangway.argo.substitution import substitute
-from gangway.local._model import NodeResult
+from gangway.local._results import NodeResult
 from gangway.local._retry import attempt_scope, retry_limit
-from gangway.retries import LastAttempt, next_retry
 
 if TYPE_CHECKING:
     from gangway.local._walk import Walker

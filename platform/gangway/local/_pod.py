@@ -23,12 +23,12 @@ from typing import IO, Any
 
 from gangway.argo.substitution import substitute, substitute_tree
 from gangway.errors import PermanentError
-from gangway.hera_runner import MOUNTS_ENV
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._deadline import DEADLINE
 from gangway.local._env import resolve_env
-from gangway.local._model import Outcome
 from gangway.local._paths import PodFiles, pod_files
+from gangway.local._results import Outcome
+from gangway.step.hera_runner import MOUNTS_ENV
 
 __all__ = ["ATTEMPT_HEADER", "DEADLINE", "CannotStart", "Pod", "open_pod"]
 
@@ -78,7 +78,7 @@ class Pod:
         if argv and argv[0] == "python":
             argv[0] = sys.executable
         if "hera.workflows.runner" in argv:  # Hera's runner, with the pod's paths mapped
-            argv[argv.index("hera.workflows.runner")] = "gangway.hera_runner"
+            argv[argv.index("hera.workflows.runner")] = "gangway.step.hera_runner"
         return argv
 
     def environ(self, c: Mapping[str, Any]) -> dict[str, str]:

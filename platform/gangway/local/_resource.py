@@ -12,7 +12,7 @@ from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.manifests import fill_manifest
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._gang import gang_processes, run_volcano_job
-from gangway.local._model import NodeResult, Outcome
+from gangway.local._results import NodeResult, Outcome
 from gangway.volcano.gang import is_job, read_gang
 from gangway.volcano.job import JOB_API_VERSION
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gangway.argo.nodes import last_retry_scope
+from gangway.argo.retries import LastAttempt
 from gangway.argo.substitution import substitute
-from gangway.retries import LastAttempt
 
 __all__ = ["UNBOUNDED_RETRIES", "Limit", "attempt_scope", "retry_limit", "without_limit"]
 

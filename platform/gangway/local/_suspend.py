@@ -16,11 +16,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gangway.argo.retries import duration_seconds
 from gangway.argo.substitution import substitute
 from gangway.errors import NotFoundError, PermanentError
 from gangway.local._attempt import safe_name
-from gangway.local._model import NodeResult
-from gangway.retries import duration_seconds
+from gangway.local._results import NodeResult
 from gangway.storage import write_atomic
 
 if TYPE_CHECKING:

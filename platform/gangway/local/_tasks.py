@@ -15,7 +15,7 @@ from gangway.argo.scope import aggregate_scope, item_scope, node_scope
 from gangway.argo.substitution import substitute
 from gangway.local._boundary import FAIL_FAST, Boundary
 from gangway.local._inputs import task_items
-from gangway.local._model import NodeResult
+from gangway.local._results import NodeResult
 
 if TYPE_CHECKING:
     from gangway.local._walk import Walker

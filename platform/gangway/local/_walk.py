@@ -9,7 +9,7 @@ caller's scope, then :meth:`Walker.execute` the template at the node:
 * a ``daemon``: started, ready, left running until its caller's template ends;
 * a leaf (``container``, ``script``, ``containerSet``, ``resource``): run, each attempt
   holding one of the run's slots (its parallelism), retried by its ``retryStrategy``
-  (:func:`gangway.retries.next_retry`), or not run at all when an earlier run or a verified
+  (:func:`gangway.argo.retries.next_retry`), or not run at all when an earlier run or a verified
   cache entry already has its outputs.
 
 An error found only at run time (an unknown variable, a missing secret) becomes an ``Error``
@@ -29,6 +29,7 @@ from typing import Any
 
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.nodes import argo_node_name, pod_name
+from gangway.argo.retries import LastAttempt, next_retry
 from gangway.argo.scope import POD_TEMPLATE_TYPES, inputs_scope, skipped_outputs
 from gangway.errors import GangwayError, PermanentError
 from gangway.local._attempt import Attempt, RunContext, safe_name
@@ -36,12 +37,11 @@ from gangway.local._cache import NodeCache
 from gangway.local._clock import Clock
 from gangway.local._container import run_container, run_container_set, start_daemon
 from gangway.local._inputs import artifact_references, template_artifacts, template_inputs
-from gangway.local._model import NodeResult, Outcome
 from gangway.local._processes import ProcessGroups
 from gangway.local._resource import run_resource
+from gangway.local._results import NodeResult, Outcome
 from gangway.local._retry import attempt_scope, retry_limit
 from gangway.local.validation import with_defaults
-from gangway.retries import LastAttempt, next_retry
 
 __all__ = ["MAX_DEPTH", "Slots", "Walker"]
 

@@ -38,8 +38,8 @@ from gangway.local._cache import NodeCache
 from gangway.local._clock import SYSTEM_CLOCK, Clock
 from gangway.local._env import Secrets
 from gangway.local._gang import max_local_pods
-from gangway.local._model import NodeResult, RunResult
 from gangway.local._processes import ProcessGroups
+from gangway.local._results import NodeResult, RunResult
 from gangway.local._suspend import clear_resumes, executing
 from gangway.local._walk import Slots, Walker
 from gangway.local.validation import check_supported, with_defaults

@@ -27,7 +27,7 @@ from gangway.contract import LINEAGE_SPOOL, PIPELINE_LABEL
 from gangway.errors import PermanentError
 from gangway.lineage import sqlite_path, sqlite_uri
 from gangway.lineage.records import Status, WorkflowInfo
-from gangway.local._model import NodeResult, RunResult
+from gangway.local._results import NodeResult, RunResult
 from gangway.local.executor import LocalExecutor
 from gangway.local.state import (
     SavedRun,
@@ -39,7 +39,7 @@ from gangway.local.state import (
 )
 from gangway.local.validation import check_supported
 from gangway.local.workflow import workflow_from_template
-from gangway.tracking import WorkflowState, record_workflow
+from gangway.step.tracking import WorkflowState, record_workflow
 
 __all__ = [
     "LocalRun",
@@ -145,8 +145,8 @@ def prepare_run(
     it holds several) into the Workflow a cluster would run, its references to the file's
     WorkflowTemplates resolved, with ``values``; let ``check`` refuse them as they will be
     substituted; record it in ``state_dir``. Nothing runs yet."""
-    from gangway.compiler import declared_parameters, import_root, runnable_manifest
-    from gangway.provenance import provenance_params
+    from gangway.workflows.compiler import declared_parameters, import_root, runnable_manifest
+    from gangway.workflows.provenance import provenance_params
 
     manifest = runnable_manifest(pipeline, name)
     declared = declared_parameters(manifest)

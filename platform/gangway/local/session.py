@@ -22,7 +22,7 @@ from typing import Any
 
 from gangway.contract import ENV_STEP, EXIT_PERMANENT
 from gangway.lineage.follow import Replayer
-from gangway.local._model import NodeResult, RunResult
+from gangway.local._results import NodeResult, RunResult
 from gangway.local._suspend import SUSPENDED
 from gangway.local.executor import LocalExecutor
 from gangway.local.runs import (
@@ -36,7 +36,7 @@ from gangway.local.runs import (
     resume_run,
 )
 from gangway.local.validation import retry_notices
-from gangway.tracking import WorkflowState
+from gangway.step.tracking import WorkflowState
 
 __all__ = [
     "STOP_SIGNALS",
@@ -163,7 +163,7 @@ def run_pipeline(
     ``check`` may refuse the values first, as they will be substituted (``gangway run`` gives
     :func:`gangway.lint.values.values_check`). Without it, a value that would rewrite a
     resource manifest is still refused when that step is about to run. ``use_cache=False``
-    runs cacheable steps even when a verified entry exists (:mod:`gangway.caching`). ``name``
+    runs cacheable steps even when a verified entry exists (:mod:`gangway.step.caching`). ``name``
     picks the object of a YAML file that holds several (:func:`gangway.local.runs.prepare_run`)."""
     run = prepare_run(pipeline, values or {}, state_dir, check=check, name=name)
     return execute(

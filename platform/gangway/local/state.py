@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from gangway.errors import NotFoundError, PermanentError, field_errors
-from gangway.local._model import NodeResult
+from gangway.local._results import NodeResult
 from gangway.storage import os_errors, write_atomic
 
 __all__ = ["SavedRun", "find_run", "load_nodes", "runs_below", "save_nodes", "save_run"]

@@ -20,12 +20,12 @@ from gangway.argo.depends import task_depends
 from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
 from gangway.argo.nodes import last_retry_scope
+from gangway.argo.retries import RETRY_POLICIES, duration_seconds
 from gangway.argo.scope import callers, parameter_values, static_scope
 from gangway.argo.substitution import PLACEHOLDER, fill_known
 from gangway.argo.template_defaults import merge_defaults
 from gangway.local._env import Secrets
 from gangway.local._validate_containers import container_problems
-from gangway.retries import RETRY_POLICIES, duration_seconds
 
 __all__ = ["JSON_PATH", "check_supported", "retry_notices", "unsupported", "with_defaults"]
 

@@ -8,8 +8,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from gangway.compiler import check_parameter_names
 from gangway.errors import PermanentError
+from gangway.workflows.compiler import check_parameter_names
 
 __all__ = ["workflow_from_template", "workflow_name"]
 

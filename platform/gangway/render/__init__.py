@@ -20,11 +20,11 @@ from typing import Any
 import yaml
 
 from gangway.config import PlatformConfig
+from gangway.render.admission_policies import policies
 from gangway.render.argo import controller_configmap
 from gangway.render.kube import priority_classes, team_objects
 from gangway.render.lineage import lineage_followers
 from gangway.render.mlflow import mlflow_objects
-from gangway.render.policies import policies
 from gangway.render.scheduling import queues, scheduler_configmap, topology
 from gangway.storage import write_atomic
 

@@ -12,7 +12,7 @@ import yaml
 
 from gangway.config import PlatformConfig
 from gangway.contract import QUEUE_LABEL, TEAM_LABEL
-from gangway.links import controller_links
+from gangway.lineage.links import controller_links
 
 __all__ = ["controller_configmap"]
 

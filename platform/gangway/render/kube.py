@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gangway.caching import CACHE_CONFIGMAP
 from gangway.config import PlatformConfig, TeamView
 from gangway.contract import SEMAPHORE_CONFIGMAP, TEAM_LABEL
+from gangway.step.caching import CACHE_CONFIGMAP
 from gangway.volcano.job import JOB_API_GROUP, JOB_RESOURCE
 
 __all__ = ["RBAC_RULES", "priority_classes", "team_objects"]

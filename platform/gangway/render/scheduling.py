@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gangway.config import PlatformConfig
-from gangway.config.model import Quota
+from gangway.config.schema import Quota
 from gangway.contract import TEAM_LABEL
 from gangway.volcano.queues import discovery_config, hypernode, queue, scheduler_config
 

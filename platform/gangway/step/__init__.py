@@ -1,6 +1,6 @@
 """The step SDK: what a component needs to be a Gangway step, apart from its own ML code.
 
-A team writing its own components depends on this package (and :mod:`gangway.tracking` for
+A team writing its own components depends on this package (and :mod:`gangway.step.tracking` for
 lineage), not on :mod:`components`:
 
 * :func:`main_wrapper` — the entry point: a :class:`~gangway.errors.GangwayError` prints one

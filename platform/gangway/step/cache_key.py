@@ -1,4 +1,4 @@
-"""A cacheable step's cache check (:mod:`gangway.caching`): the task that runs before the step,
+"""A cacheable step's cache check (:mod:`gangway.step.caching`): the task that runs before the step,
 with the step's own arguments, and gives it the memoize key to use.
 
     python -m gangway.step.cache_key --spec JSON --image IMAGE --root URI \\
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gangway.caching import (
+from gangway.step.caching import (
     cache_key,
     check_record,
     code_digest,

@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import core_schema
 
-from gangway.caching import Cache, Place, Reads, record_outputs
 from gangway.errors import PermanentError
+from gangway.step.caching import Cache, Place, Reads, record_outputs
 
 if TYPE_CHECKING:
     from pydantic import GetCoreSchemaHandler
 
-    from gangway.retries import StepKind
+    from gangway.argo.retries import StepKind
 
 __all__ = [
     "CheckpointUri",
@@ -203,7 +203,7 @@ class StepSpec:
     memory_for: dict[str, str] | None = field(default=None, compare=False)
     """Model preset → the memory of one process holding it (``pod=Pod(size_for=...)``)."""
     cache: Cache | None = None
-    """Cacheable (:mod:`gangway.caching`): a run on the same inputs and data reuses outputs."""
+    """Cacheable (:mod:`gangway.step.caching`): a run on the same inputs and data reuses outputs."""
 
     def __post_init__(self) -> None:
         taken = [n for n in ("name", "after", "over", "pod") if n in self.inputs.model_fields]
@@ -289,7 +289,8 @@ class StepSpec:
 
     def write_outputs(self, args: argparse.Namespace, outputs: Outputs) -> None:
         """Each output to its ``--FIELD-out`` file, when one was given; and, for a cacheable
-        step given a record to write by its cache check, the record (:mod:`gangway.caching`)."""
+        step given a record to write by its cache check, the record
+        (:mod:`gangway.step.caching`)."""
         texts = {
             name: value if isinstance(value, str) else _json(value)
             for name, value in outputs.model_dump().items()

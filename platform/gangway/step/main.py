@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from gangway.assignments import parse_assignments
 from gangway.contract import ENV_EXIT_DIR, EXIT_PERMANENT
 from gangway.errors import GangwayError
+from gangway.name_values import parse_assignments
 
 __all__ = ["emit", "main_wrapper", "parse_overrides"]
 

@@ -47,7 +47,7 @@ class JobDemand:
 
 
 def _quantity(v: Any) -> Decimal:
-    from gangway.config.model import quantity
+    from gangway.config.schema import quantity
 
     try:
         return quantity(str(v))
@@ -143,8 +143,8 @@ def place_manifest(text: str, *, tier: int | None, hard: bool, gpu_product: str 
     try:
         raw = yaml.safe_load(protected)
     except yaml.YAMLError as e:
-        from gangway.documents import yaml_problem
         from gangway.errors import PermanentError
+        from gangway.user_yaml import yaml_problem
 
         raise PermanentError(f"its manifest is not YAML: {yaml_problem(e)}") from None
     if not is_job(raw):

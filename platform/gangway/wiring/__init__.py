@@ -13,7 +13,7 @@ pipeline parameter (``p.train_steps``), another task's output (``stage.corpus``)
 under the run (``RUN / "x"``) or a fan-out item (``EACH.input`` with ``over=split.shards``).
 A task depends on every task whose output it reads, and on those in ``after=``. Every
 mistake is a compile-time error naming the task and the field — and, through
-:func:`gangway.compiler.load_pipeline`, the pipeline file and line: an unknown input, a
+:func:`gangway.workflows.compiler.load_pipeline`, the pipeline file and line: an unknown input, a
 missing required input, a missing output, or a value of the wrong type (a checkpoint where a
 corpus is expected, text where a number is).
 
@@ -34,11 +34,17 @@ from pydantic import BaseModel
 from gangway.contract import OUT_DIR
 from gangway.contract import SCRATCH as SCRATCH_DIR
 from gangway.errors import PermanentError, closest
-from gangway.memoize import CHECK_MODULE, CHECK_OUTPUTS, check_args, check_name, step_arguments
 from gangway.params import argo_text
 from gangway.step.interface import GangInputs, StepSpec, flag_of, kebab
 from gangway.wiring.pods import Pod, pod_requests
 from gangway.wiring.types import constant_problem, element_of, fits, type_name
+from gangway.workflows.memoize import (
+    CHECK_MODULE,
+    CHECK_OUTPUTS,
+    check_args,
+    check_name,
+    step_arguments,
+)
 
 __all__ = [
     "EACH",
@@ -326,7 +332,7 @@ def _task(
 ) -> tuple[Task | None, Task]:
     """The template (its inputs: what varies by run or by task; the rest written in) and the
     DAG task passing them; before it, for a cacheable step, its cache check's task
-    (:mod:`gangway.memoize`)."""
+    (:mod:`gangway.workflows.memoize`)."""
     from gangway.pipeline import gang_step, step
 
     passed = {k: v for k, v in wiring.items() if isinstance(v, Ref) and not v.inline}
