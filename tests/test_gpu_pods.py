@@ -12,9 +12,9 @@ import yaml
 
 from components.interfaces import EVAL_MEMORY, EVALUATE, TRAIN, TRAIN_MEMORY
 from gangway.errors import PermanentError
-from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from gangway.units import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
 from gangway.workflows.compiler import compile_pipeline
-from gangway.workflows.gpu_pods import GPU_TAINT, gpu_pods
+from gangway.workflows.gpu_pods import gpu_pods
 from tests.conftest import REPO
 
 CPU = REPO / "pipelines" / "train_eval_infer.py"

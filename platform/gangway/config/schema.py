@@ -9,12 +9,14 @@ needs the whole document (a quota over its parent's, an unknown priority class) 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gangway.units import quantity, quota_of, resource_list
+
 __all__ = [
-    "GPU_RESOURCE",
     "Cluster",
     "HyperNodeSpec",
     "Mlflow",
@@ -27,19 +29,10 @@ __all__ = [
     "Team",
     "TeamView",
     "Topology",
-    "quantity",
 ]
 
-GPU_RESOURCE = "nvidia.com/gpu"
 NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """A Kubernetes object name (DNS-1123 label): queues, namespaces, priority classes, clusters."""
-
-
-def quantity(value: str | int) -> Decimal:
-    """A Kubernetes quantity (``500m``, ``64Gi``, ``8``) as a number."""
-    from kubernetes.utils import parse_quantity
-
-    return Decimal(parse_quantity(value))  # type: ignore[no-untyped-call]
 
 
 class _Model(BaseModel):
@@ -77,10 +70,11 @@ class Resources(_Model):
 
     def resource_list(self) -> dict[str, str]:
         """As a Kubernetes ResourceList: GPUs of every type add up to ``nvidia.com/gpu``."""
-        out = {k: str(v) for k, v in (("cpu", self.cpu), ("memory", self.memory)) if v}
-        if self.gpu:
-            out[GPU_RESOURCE] = str(sum(self.gpu.values()))
-        return out
+        return resource_list(self.cpu, self.memory, self.gpu)
+
+    def quota(self) -> dict[str, Any]:
+        """As quota keys (:func:`gangway.units.quota_of`)."""
+        return quota_of(self.cpu, self.memory, self.gpu)
 
 
 def _gpu_counts(v: dict[str, int]) -> dict[str, int]:

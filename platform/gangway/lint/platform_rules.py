@@ -10,37 +10,28 @@ from typing import TYPE_CHECKING, Any
 
 from gangway.lint._findings import Finding
 from gangway.step.torchrun import count_problem
-from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
+from gangway.units import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GPU_TAINT,
+    IPC_LOCK,
+    RDMA_RESOURCE_NAMES,
+    is_rdma_resource,
+)
 from gangway.volcano.gang import gang_problems
 
 if TYPE_CHECKING:
     from gangway.config import PlatformConfig
 
 __all__ = [
-    "GPU_PRODUCT_LABEL",
-    "IPC_LOCK",
-    "RDMA_RESOURCES",
-    "RDMA_RESOURCE_NAMES",
-    "RDMA_RESOURCE_PREFIXES",
     "check_gang",
     "check_launch",
     "check_pod",
     "check_pod_fields",
-    "is_rdma_resource",
     "known_gpu_products",
 ]
 
 GPU = GPU_RESOURCE
-IPC_LOCK = "IPC_LOCK"
-"""The one capability beyond Pod Security "restricted" a pod may add: in a gang pod, in a
-container that has an RDMA device (ibverbs pins the memory it registers)."""
-RDMA_RESOURCE_PREFIXES = ("rdma/",)
-"""Device-plugin resources that hand a container an RDMA device: those of the
-k8s-rdma-shared-dev-plugin (its default prefix, e.g. ``rdma/hca_shared_devices_a``; the NVIDIA
-network operator deploys it with names such as ``rdma/rdma_shared_device_a``) ..."""
-RDMA_RESOURCES = ("nvidia.com/hostdev",)
-"""... and the NVIDIA network operator's host-device resource (SR-IOV device plugin). A
-cluster naming its RDMA resources otherwise needs them added here."""
 _SECRETISH = re.compile(r"(PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
 _IPC_LOCK_NOTE = (
     "IPC_LOCK: allowed for an RDMA gang pod, but Pod Security restricted refuses it where it is "
@@ -48,14 +39,6 @@ _IPC_LOCK_NOTE = (
     "containerd or CRI-O; what NCCL over RDMA needs is the node's memlock limit raised "
     "(docs/gpu-clusters.md)"
 )
-RDMA_RESOURCE_NAMES = (
-    f"{', '.join(p + '*' for p in RDMA_RESOURCE_PREFIXES)}, {', '.join(RDMA_RESOURCES)}"
-)
-
-
-def is_rdma_resource(name: str) -> bool:
-    """Whether the extended resource ``name`` is an RDMA device (:data:`RDMA_RESOURCES`)."""
-    return name.startswith(RDMA_RESOURCE_PREFIXES) or name in RDMA_RESOURCES
 
 
 def known_gpu_products(cfg: PlatformConfig) -> frozenset[str]:

@@ -46,9 +46,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gangway.config import PlatformConfig, TeamView
-from gangway.config.schema import GPU_RESOURCE
 from gangway.contract import PRIORITY_CLASS_PARAM, QUEUE_LABEL, TEAM_LABEL
-from gangway.lint import platform_rules as lint_rules
+from gangway.units import (
+    GPU_RESOURCE,
+    IPC_LOCK,
+    RDMA_RESOURCE_NAMES,
+    RDMA_RESOURCE_PREFIXES,
+    RDMA_RESOURCES,
+)
 from gangway.volcano.cel import (
     JOB_POD_SPEC_PATH,
     JOB_POD_SPECS,
@@ -147,9 +152,9 @@ ANNOTATIONS = "has(object.metadata.annotations) ? object.metadata.annotations : 
 VOLCANO_OWNED = "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists("
 VOLCANO_OWNED += f"r, r.apiVersion == {_lit(JOB_API_VERSION)} && r.kind == {_lit(JOB_KIND)} && "
 VOLCANO_OWNED += "has(r.controller) && r.controller)"
-RDMA = " || ".join(f"k.startsWith({_lit(p)})" for p in lint_rules.RDMA_RESOURCE_PREFIXES)
+RDMA = " || ".join(f"k.startsWith({_lit(p)})" for p in RDMA_RESOURCE_PREFIXES)
 RDMA = f"has(x.resources) && has(x.resources.limits) && x.resources.limits.exists(k, ({RDMA} || "
-RDMA += f"k in {_list(lint_rules.RDMA_RESOURCES)}) && string(x.resources.limits[k]) != '0')"
+RDMA += f"k in {_list(RDMA_RESOURCES)}) && string(x.resources.limits[k]) != '0')"
 
 
 def _gpus(c: str) -> str:
@@ -246,10 +251,10 @@ def _restricted(kind: _Kind, registries: Sequence[str]) -> Object:
             f"{set_('capabilities')} && has({sc}.capabilities.drop) && 'ALL' in "
             f"{sc}.capabilities.drop && (!has({sc}.capabilities.add) || "
             f"{sc}.capabilities.add.all(a, a == 'NET_BIND_SERVICE' || "
-            f"(a == {_lit(lint_rules.IPC_LOCK)} && variables.gang && {RDMA})))",
+            f"(a == {_lit(IPC_LOCK)} && variables.gang && {RDMA})))",
             "securityContext.capabilities: must drop ALL and add nothing but NET_BIND_SERVICE "
             f"({RESTRICTED}), or IPC_LOCK in a gang pod, in a container with an RDMA device in "
-            f"its limits ({lint_rules.RDMA_RESOURCE_NAMES}); set capabilities: {{drop: [ALL]}}",
+            f"its limits ({RDMA_RESOURCE_NAMES}); set capabilities: {{drop: [ALL]}}",
         ),
         (
             f"has(x.image) && {_list(registries)}.exists(r, x.image.startsWith(r))",

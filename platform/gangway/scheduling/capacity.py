@@ -28,7 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gangway.scheduling.packing import LOSS_STEP, MILLI, Nodes, Packer, Profile, Shape
-from gangway.scheduling.snapshot.cluster_state import Amount, ClusterState, Gang, quota_keys
+from gangway.scheduling.snapshot.cluster_state import Amount, ClusterState, Gang
+from gangway.units import quota_keys
 
 __all__ = ["Assignment", "ClusterView", "add_request", "assign", "fit", "pod_shape"]
 

@@ -33,8 +33,9 @@ from gangway.scheduling.admission import (
     views,
 )
 from gangway.scheduling.capacity import ClusterView
-from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot, quota_keys
+from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot
 from gangway.scheduling.workload import Workload
+from gangway.units import quota_keys
 
 __all__ = ["WEIGHTS", "Option", "Placement", "Topology", "place"]
 

@@ -37,8 +37,9 @@ from gangway.scheduling.capacity import (
     fit,
     pod_shape,
 )
-from gangway.scheduling.snapshot.cluster_state import Gang, quota_key, quota_keys
+from gangway.scheduling.snapshot.cluster_state import Gang
 from gangway.scheduling.workload import Workload
+from gangway.units import quota_key, quota_keys
 
 __all__ = ["Preemption", "Victim", "lost_gpu_hours", "over_capability", "plan_preemption"]
 

@@ -10,23 +10,15 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from gangway.units import GPU_PRODUCT_LABEL, GPU_RESOURCE, quantity_or_zero
+
 __all__ = [
-    "GPU_PRODUCT_LABEL",
-    "GPU_RESOURCE",
-    "GPU_TAINT",
     "JobDemand",
     "job_demand",
     "place_manifest",
     "pod_requests",
     "with_placement",
 ]
-
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-"""The node label GPU feature discovery publishes with the GPU model."""
-GPU_TAINT = "nvidia.com/gpu"
-"""The taint key of GPU nodes (``nvidia.com/gpu:NoSchedule``, as the GPU operator and the
-managed Kubernetes services set it); only GPU pods tolerate it."""
 
 
 @dataclass(frozen=True)
@@ -46,15 +38,6 @@ class JobDemand:
     namespace: str | None
 
 
-def _quantity(v: Any) -> Decimal:
-    from gangway.config.schema import quantity
-
-    try:
-        return quantity(str(v))
-    except (ValueError, ArithmeticError):
-        return Decimal(0)
-
-
 def pod_requests(pod: Mapping[str, Any]) -> tuple[int, int, Decimal]:
     """CPU (millicores), memory (bytes) and GPUs a pod spec requests: the sum over its
     containers (limits where a request is absent, as Kubernetes defaults them)."""
@@ -62,9 +45,9 @@ def pod_requests(pod: Mapping[str, Any]) -> tuple[int, int, Decimal]:
     for c in pod.get("containers") or []:
         res = c.get("resources") or {}
         want = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        cpu += _quantity(want.get("cpu", 0)) * 1000
-        mem += _quantity(want.get("memory", 0))
-        gpu += _quantity(want.get(GPU_RESOURCE, 0))
+        cpu += quantity_or_zero(want.get("cpu", 0)) * 1000
+        mem += quantity_or_zero(want.get("memory", 0))
+        gpu += quantity_or_zero(want.get(GPU_RESOURCE, 0))
     up = ROUND_CEILING
     return int(cpu.to_integral_value(up)), int(mem.to_integral_value(up)), gpu
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gangway.volcano.demand import GPU_RESOURCE
+from gangway.units import quota_from_resource_list
 
 __all__ = [
     "GROUP_NAME_ANNOTATION",
@@ -16,6 +16,10 @@ __all__ = [
     "LISTED_KINDS",
     "PODGROUP_KIND",
     "QUEUE_KIND",
+    "SCHEDULING_GROUP",
+    "SCHEDULING_VERSION",
+    "TOPOLOGY_GROUP",
+    "TOPOLOGY_VERSION",
     "Condition",
     "HyperNodeInfo",
     "PodGroupInfo",
@@ -23,33 +27,23 @@ __all__ = [
     "read_hypernode",
     "read_podgroup",
     "read_queue",
-    "resource_quota",
 ]
 
 QUEUE_KIND = "Queue"
 PODGROUP_KIND = "PodGroup"
 HYPERNODE_KIND = "HyperNode"
-SCHEDULING_API = "scheduling.volcano.sh/v1beta1"
-TOPOLOGY_API = "topology.volcano.sh/v1alpha1"
+SCHEDULING_GROUP, SCHEDULING_VERSION = "scheduling.volcano.sh", "v1beta1"
+"""Queues and PodGroups."""
+TOPOLOGY_GROUP, TOPOLOGY_VERSION = "topology.volcano.sh", "v1alpha1"
+"""HyperNodes."""
 LISTED_KINDS = (
-    ("scheduling.volcano.sh", "v1beta1", "queues", QUEUE_KIND),
-    ("scheduling.volcano.sh", "v1beta1", "podgroups", PODGROUP_KIND),
-    ("topology.volcano.sh", "v1alpha1", "hypernodes", HYPERNODE_KIND),
+    (SCHEDULING_GROUP, SCHEDULING_VERSION, "queues", QUEUE_KIND),
+    (SCHEDULING_GROUP, SCHEDULING_VERSION, "podgroups", PODGROUP_KIND),
+    (TOPOLOGY_GROUP, TOPOLOGY_VERSION, "hypernodes", HYPERNODE_KIND),
 )
 """What a snapshot lists of Volcano's objects: API group, version, plural, kind."""
 GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 """The annotation Volcano puts on each pod of a gang: its PodGroup's name."""
-
-
-def resource_quota(resources: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A Kubernetes ResourceList as snapshot quota keys (``nvidia.com/gpu`` → ``gpu``);
-    other resources are left out."""
-    names = {"cpu": "cpu", "memory": "memory", GPU_RESOURCE: "gpu"}
-    out: dict[str, Any] = {}
-    for k, v in (resources or {}).items():
-        if k in names:
-            out[names[k]] = int(float(str(v))) if names[k] == "gpu" else v
-    return out
 
 
 @dataclass(frozen=True)
@@ -70,9 +64,9 @@ def read_queue(obj: Mapping[str, Any]) -> QueueInfo:
         parent=str(spec.get("parent") or "root"),
         weight=int(spec.get("weight") or 1),
         reclaimable=bool(spec.get("reclaimable", True)),
-        guarantee=resource_quota((spec.get("guarantee") or {}).get("resource")),
-        deserved=resource_quota(spec.get("deserved")),
-        capability=resource_quota(spec.get("capability")),
+        guarantee=quota_from_resource_list((spec.get("guarantee") or {}).get("resource")),
+        deserved=quota_from_resource_list(spec.get("deserved")),
+        capability=quota_from_resource_list(spec.get("capability")),
     )
 
 

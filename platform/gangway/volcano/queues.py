@@ -8,6 +8,13 @@ from typing import Any
 
 import yaml
 
+from gangway.volcano.objects import (
+    SCHEDULING_GROUP,
+    SCHEDULING_VERSION,
+    TOPOLOGY_GROUP,
+    TOPOLOGY_VERSION,
+)
+
 __all__ = [
     "HOSTNAME_LABEL",
     "SCHEDULER_ACTIONS",
@@ -18,8 +25,8 @@ __all__ = [
     "scheduler_config",
 ]
 
-QUEUE_API = "scheduling.volcano.sh/v1beta1"
-HYPERNODE_API = "topology.volcano.sh/v1alpha1"
+QUEUE_API = f"{SCHEDULING_GROUP}/{SCHEDULING_VERSION}"
+HYPERNODE_API = f"{TOPOLOGY_GROUP}/{TOPOLOGY_VERSION}"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 SCHEDULER_ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")

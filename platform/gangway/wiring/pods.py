@@ -55,7 +55,7 @@ def pod_requests(
 ) -> Mapping[str, str] | None:
     """The CPU and memory requests of ``spec``'s pod sized for the preset(s) ``size_for``
     (None: the step's own requests)."""
-    from gangway.config.schema import quantity
+    from gangway.units import quantity
 
     if size_for is None:
         return spec.requests

@@ -17,9 +17,9 @@ from hera.workflows import models as m
 
 from gangway.contract import ENV_GPUS
 from gangway.errors import PermanentError
-from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
+from gangway.units import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
 
-__all__ = ["GPU_TAINT", "GpuPods", "gpu_pods"]
+__all__ = ["GpuPods", "gpu_pods"]
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Required, TypedDict, Unpack
 
-from gangway.config.schema import PlatformConfig, Resources
+from gangway.config.schema import PlatformConfig
 from gangway.scheduling.snapshot.cluster_state import Amount, ClusterState, Gang, Node, Snapshot
 
-__all__ = ["ClusterBuilder", "GangShape", "SnapshotBuilder", "config_quota", "from_config"]
+__all__ = ["ClusterBuilder", "GangShape", "SnapshotBuilder", "from_config"]
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -268,18 +268,6 @@ class SnapshotBuilder:
         )
 
 
-def config_quota(r: Resources | None) -> dict[str, Any]:
-    """A config amount as quota keys: ``cpu``, ``memory``, ``gpu`` (every model, as Volcano
-    counts ``nvidia.com/gpu``) and ``gpu/MODEL`` (as Gangway checks)."""
-    if r is None:
-        return {}
-    out: dict[str, Any] = {k: v for k, v in (("cpu", r.cpu), ("memory", r.memory)) if v}
-    if r.gpu:
-        out["gpu"] = sum(r.gpu.values())
-        out.update({f"gpu/{t}": n for t, n in r.gpu.items()})
-    return out
-
-
 def from_config(cfg: PlatformConfig, taken_at: datetime | None = None) -> SnapshotBuilder:
     """A builder holding the config's priority classes, teams, and each cluster with its
     queues (no nodes or gangs yet: those come from the cluster)."""
@@ -305,9 +293,9 @@ def _quota_args(q: Any) -> dict[str, Any]:
     return {
         "weight": q.weight,
         "reclaimable": q.reclaimable,
-        "guarantee": config_quota(q.guarantee),
-        "deserved": config_quota(q.deserved),
-        "capability": config_quota(q.capability),
+        "guarantee": q.guarantee.quota(),
+        "deserved": q.deserved.quota(),
+        "capability": (q.capability.quota() if q.capability else {}),
     }
 
 

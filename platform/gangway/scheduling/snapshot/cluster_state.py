@@ -11,7 +11,6 @@ write Kubernetes quantities (``500m``, ``64Gi``) and they are read as such. A qu
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from decimal import ROUND_CEILING, Decimal
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -23,7 +22,7 @@ from pydantic import (
     PlainSerializer,
 )
 
-from gangway.config.schema import quantity
+from gangway.units import MAX_AMOUNT, memory_bytes, millicores, quota_key
 
 __all__ = [
     "Amount",
@@ -33,43 +32,11 @@ __all__ = [
     "Node",
     "PriorityInfo",
     "QueueState",
-    "Quota",
+    "QuotaAmounts",
     "Snapshot",
     "TeamInfo",
-    "quota_key",
-    "quota_keys",
     "requested",
 ]
-
-
-MAX_AMOUNT = 2**48
-"""Larger than any real amount on one node (281 TB, 2.8e11 cores); keeps sums over 30,000
-nodes within 64 bits."""
-
-
-def _whole(d: Decimal, what: str) -> int:
-    if not d.is_finite():
-        raise ValueError(f"{what} must be a finite amount")
-    n = int(d.to_integral_value(ROUND_CEILING))
-    if n > MAX_AMOUNT:
-        raise ValueError(f"{what} {n} is larger than any real amount (at most {MAX_AMOUNT})")
-    return n
-
-
-def _millicores(v: object) -> int:
-    if isinstance(v, bool):
-        raise ValueError("a CPU amount, not a boolean")
-    if isinstance(v, str | int | float):
-        return _whole(quantity(str(v)) * 1000, "CPU (millicores)")
-    raise ValueError(f"{v!r} is not a CPU quantity (e.g. 8, 500m)")
-
-
-def _bytes(v: object) -> int:
-    if isinstance(v, bool):
-        raise ValueError("a memory amount, not a boolean")
-    if isinstance(v, str | int | float):
-        return _whole(quantity(str(v)), "memory (bytes)")
-    raise ValueError(f"{v!r} is not a memory quantity (e.g. 64Gi)")
 
 
 def _aware(v: datetime) -> datetime:
@@ -83,9 +50,9 @@ Count = Annotated[int, Field(strict=True, ge=0, le=MAX_AMOUNT)]
 
 
 Millicores = Annotated[
-    int, BeforeValidator(_millicores), PlainSerializer(lambda v: f"{v}m", return_type=str)
+    int, BeforeValidator(millicores), PlainSerializer(lambda v: f"{v}m", return_type=str)
 ]
-Bytes = Annotated[int, BeforeValidator(_bytes)]
+Bytes = Annotated[int, BeforeValidator(memory_bytes)]
 
 
 class _Model(BaseModel):
@@ -98,19 +65,6 @@ class Amount(_Model):
     cpu: Millicores = Field(0, ge=0)
     memory: Bytes = Field(0, ge=0)
     gpus: Count = 0
-
-
-def quota_key(gpu_type: str | None) -> str:
-    """The quota key that counts GPUs of ``gpu_type`` (``gpu`` for all types together)."""
-    return f"gpu/{gpu_type}" if gpu_type else "gpu"
-
-
-def quota_keys(gpu_type: str | None, gpus: int) -> tuple[str, ...]:
-    """The quota keys a pod shape counts against."""
-    keys: tuple[str, ...] = ("cpu", "memory")
-    if gpus:
-        keys += ("gpu",) + ((quota_key(gpu_type),) if gpu_type else ())
-    return keys
 
 
 def requested(per_pod: Amount, pods: int, gpu_type: str | None, key: str) -> int:
@@ -173,7 +127,7 @@ def _quota(v: object) -> dict[str, int]:
     out: dict[str, int] = {}
     for key, amount in v.items():
         if key in ("cpu", "memory"):
-            out[key] = _millicores(amount) if key == "cpu" else _bytes(amount)
+            out[key] = millicores(amount) if key == "cpu" else memory_bytes(amount)
             if out[key] < 0:
                 raise ValueError(f"{key}: {amount!r} is negative")
         elif key == "gpu" or (isinstance(key, str) and key.startswith("gpu/") and key[4:]):
@@ -191,7 +145,7 @@ def _quota_out(v: dict[str, int]) -> dict[str, str | int]:
     return {k: f"{n}m" if k == "cpu" else n for k, n in v.items()}
 
 
-Quota = Annotated[dict[str, int], BeforeValidator(_quota), PlainSerializer(_quota_out)]
+QuotaAmounts = Annotated[dict[str, int], BeforeValidator(_quota), PlainSerializer(_quota_out)]
 """Amounts by quota key; CPU in millicores (written back as ``NNNm``)."""
 
 
@@ -201,9 +155,9 @@ class QueueState(_Model):
     parent: str | None = "root"
     weight: int = Field(1, ge=1)
     reclaimable: bool = True
-    guarantee: Quota = Field(default_factory=dict)
-    deserved: Quota = Field(default_factory=dict)
-    capability: Quota = Field(default_factory=dict)
+    guarantee: QuotaAmounts = Field(default_factory=dict)
+    deserved: QuotaAmounts = Field(default_factory=dict)
+    capability: QuotaAmounts = Field(default_factory=dict)
     """Absent keys: no limit."""
 
 

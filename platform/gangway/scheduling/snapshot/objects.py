@@ -20,7 +20,8 @@ from typing import Any
 
 from gangway.contract import WORKFLOW_LABEL
 from gangway.scheduling.snapshot.cluster_state import ClusterState, Gang, Node, PriorityInfo
-from gangway.volcano.demand import GPU_PRODUCT_LABEL, GPU_RESOURCE, pod_requests
+from gangway.units import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from gangway.volcano.demand import pod_requests
 from gangway.volcano.objects import (
     GROUP_NAME_ANNOTATION,
     HYPERNODE_KIND,
