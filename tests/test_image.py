@@ -4,10 +4,10 @@
 Docker cannot run here, so the image itself is never built. Instead:
 
 * Every run (a few seconds): the Dockerfile's user against the pods' security context
-  (``gangway.pipeline.RUN_AS_USER``), its ``VARIANT`` argument and install calls; both locks
-  against ``pyproject.toml`` and against each other; ``.dockerignore`` against what the install
-  copies; ``docker/install.sh``'s plan for cpu and cuda (``--dry-run``) and its refusal of any
-  other variant.
+  (``gangway.workflows.templates.RUN_AS_USER``), its ``VARIANT`` argument and install calls; both
+  locks against ``pyproject.toml`` and against each other; ``.dockerignore`` against what the
+  install copies; ``docker/install.sh``'s plan for cpu and cuda (``--dry-run``) and its refusal of
+  any other variant.
 * ``-m slow`` (about 4 to 5 minutes on 2 cores, most of it pip writing 2 GB of wheels): the
   image's install steps for real. ``docker/install.sh cpu deps project check compile`` — the
   script and steps the Dockerfile runs — builds a fresh ``python -m venv`` under tmp_path from
@@ -46,7 +46,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from gangway.contract import SCRATCH
-from gangway.pipeline import RUN_AS_USER
+from gangway.workflows.templates import RUN_AS_USER
 from tests.conftest import REPO
 
 DOCKERFILE = REPO / "Dockerfile"

@@ -25,11 +25,24 @@ of the result lists exactly those.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Reference", "library", "merge_spec", "references", "resolve", "spec_of"]
+from gangway.argo.substitution import PLACEHOLDER
+from gangway.errors import PermanentError
+
+__all__ = [
+    "Reference",
+    "check_parameter_references",
+    "declared_parameters",
+    "library",
+    "merge_spec",
+    "references",
+    "resolve",
+    "spec_of",
+]
 
 LIBRARY_KINDS = ("WorkflowTemplate", "ClusterWorkflowTemplate")
 
@@ -251,3 +264,39 @@ def _merge(base: Any, patch: Any, field: str) -> Any:
 
 def _keyed(items: list[Any], key: str) -> bool:
     return all(isinstance(i, dict) and isinstance(i.get(key), str) for i in items)
+
+
+_WORKFLOW_PARAMETER = re.compile(r"^\s*workflow\.parameters\.([\w-]+)\s*$")
+
+
+def check_parameter_references(where: str, manifest: Mapping[str, Any], hint: str) -> None:
+    """Every ``{{workflow.parameters.NAME}}`` names a declared parameter (or ``json``);
+    ``where`` starts the error, ``hint`` ends it (how to declare one)."""
+    declared = declared_parameters(manifest) | {"json"}
+    found: dict[str, str] = {}
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, str):
+            for m in PLACEHOLDER.finditer(node):
+                ref = None if m.group(1) else _WORKFLOW_PARAMETER.match(m.group(2))
+                if ref and ref.group(1) not in declared:
+                    found.setdefault(ref.group(1), where)
+        elif isinstance(node, list | dict):
+            for v in node.values() if isinstance(node, dict) else node:
+                walk(v, where)
+
+    for t in spec_of(manifest).get("templates") or []:
+        if isinstance(t, dict):
+            walk(t, f"template {t.get('name')}")
+    if found:
+        refs = "; ".join(f"{{{{workflow.parameters.{n}}}}} in {w}" for n, w in found.items())
+        raise PermanentError(
+            f"{where}: {refs}: not a parameter this workflow declares (it takes: "
+            f"{', '.join(sorted(declared - {'json'})) or 'none'}); {hint}"
+        )
+
+
+def declared_parameters(manifest: Mapping[str, Any]) -> set[str]:
+    """The workflow parameters a compiled manifest declares (``spec.arguments.parameters``)."""
+    params = (spec_of(manifest).get("arguments") or {}).get("parameters") or []
+    return {str(p["name"]) for p in params if isinstance(p, dict) and "name" in p}

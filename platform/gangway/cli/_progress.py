@@ -78,8 +78,8 @@ def _items(n: NodeResult) -> list[tuple[str, str]]:
     summary's ``mlflow:`` and ``lineage:`` lines lead there); else, once it succeeded, its
     standard output. A JSON value shows by its shape: ``[4 items]``, ``{documents=16, …}``
     (the short fields of an object, else its keys)."""
-    from gangway.pipeline import RUN_URL_OUTPUT
     from gangway.workflows.memoize import CHECK_SUFFIX
+    from gangway.workflows.templates import RUN_URL_OUTPUT
 
     if n.outputs.get("verdict") and n.template.endswith(CHECK_SUFFIX):
         return [("cache check: ", n.outputs["verdict"])]

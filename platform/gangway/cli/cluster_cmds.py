@@ -67,8 +67,8 @@ def _provenance(
 ) -> dict[str, str]:
     """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own git-sha),
     and the artifact bucket of the cluster's region as ``storage-root`` unless given."""
+    from gangway.argo.references import declared_parameters
     from gangway.config import load_config
-    from gangway.workflows.compiler import declared_parameters
     from gangway.workflows.provenance import provenance_params
 
     declared = declared_parameters(obj)

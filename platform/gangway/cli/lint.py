@@ -123,9 +123,9 @@ def _schemas(crds: Path | None, context: str | None) -> CrdSchemas:
 def _findings(obj: Any, values: dict[str, str], schemas: Any, *, platform: bool) -> list[Any]:
     """One manifest's findings, filled with the known ``values``; each finding the values
     cause names them."""
+    from gangway.argo.references import declared_parameters
     from gangway.lint import lint_manifest
     from gangway.lint.values import check_values, with_values
-    from gangway.workflows.compiler import declared_parameters
 
     declared = declared_parameters(dict(obj))
     known = {k: v for k, v in values.items() if k in declared}  # the rest: findings

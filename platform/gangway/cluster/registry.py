@@ -14,14 +14,29 @@ import urllib.parse
 import urllib.request
 from email.message import Message
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from gangway.errors import PermanentError, TransientError
 
-if TYPE_CHECKING:
-    from gangway.cluster.images import ImageRef
+__all__ = ["ACCEPT", "MAX_MANIFEST", "Image", "Response", "Session", "is_loopback", "request"]
 
-__all__ = ["ACCEPT", "MAX_MANIFEST", "Response", "Session", "is_loopback", "request"]
+
+class Image(Protocol):
+    """What the API needs of an image reference (:class:`gangway.cluster.images.ImageRef`)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def registry(self) -> str: ...
+    @property
+    def repository(self) -> str: ...
+    @property
+    def tag(self) -> str | None: ...
+    @property
+    def api_host(self) -> str: ...
+    @property
+    def manifest_url(self) -> str: ...
+
 
 ACCEPT = ", ".join(
     (
@@ -100,7 +115,7 @@ class Session:
     """Requests for one image's manifest, with the authorization a challenge earned."""
 
     def __init__(
-        self, r: ImageRef, timeout: float, creds: tuple[str, str] | None, config: Path
+        self, r: Image, timeout: float, creds: tuple[str, str] | None, config: Path
     ) -> None:
         self.r, self.timeout, self.creds, self.config = r, timeout, creds, config
         self.authorization: str | None = None

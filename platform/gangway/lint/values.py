@@ -17,10 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gangway.argo.references import declared_parameters
 from gangway.errors import PermanentError, closest
 from gangway.lint import CrdSchemas, Finding, lint_manifest
 from gangway.params import check_values as typed_problems
-from gangway.workflows.compiler import check_parameter_names, declared_parameters
+from gangway.workflows.compiler import check_parameter_names
 
 __all__ = ["ValueFinding", "check_values", "refuse_bad_values", "with_values"]
 

@@ -6,37 +6,20 @@ from its children's — ``valueFrom.parameter`` / ``valueFrom.expression`` for p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gangway.argo.expressions import as_text, evaluate
 from gangway.argo.retries import LastAttempt, next_retry
 from gangway.argo.substitution import substitute
+from gangway.local._dag import run_dag
 from gangway.local._results import NodeResult
 from gangway.local._retry import attempt_scope, retry_limit
+from gangway.local._steps import run_steps
 
 if TYPE_CHECKING:
     from gangway.local._walk import Walker
 
-__all__ = ["Body", "child_name", "run_composite"]
-
-
-@dataclass
-class Body:
-    """How a DAG's or steps' children ended."""
-
-    phase: str
-    scope: dict[str, str] = field(default_factory=dict)
-    """The scope of their results (``tasks.*`` / ``steps.*``), for the template's outputs."""
-    message: str = ""
-
-
-def child_name(prefix: str, name: str, group: int | None = None) -> str:
-    """A child's node name: ``task`` / ``[0].step`` at the top, ``N.task`` / ``N[0].step``
-    inside node ``N``."""
-    if group is not None:
-        return f"{prefix}[{group}].{name}"
-    return f"{prefix}.{name}" if prefix else name
+__all__ = ["run_composite"]
 
 
 def run_composite(
@@ -47,9 +30,6 @@ def run_composite(
     task: str,
     depth: int,
 ) -> NodeResult:
-    from gangway.local._dag import run_dag
-    from gangway.local._steps import run_steps
-
     run = run_dag if "dag" in template else run_steps
     limit = retry_limit(template, scope, f"template {template['name']}")
     started, attempt = w.clock.now(), 0

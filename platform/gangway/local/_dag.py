@@ -25,8 +25,7 @@ from gangway.argo.depends import Depends, TaskState, task_depends
 from gangway.argo.substitution import substitute
 from gangway.errors import PermanentError
 from gangway.local._boundary import FAIL_FAST, Boundary
-from gangway.local._composite import Body, child_name
-from gangway.local._results import NodeResult
+from gangway.local._results import Body, NodeResult, child_name
 from gangway.local._tasks import FAILED, ended_scope, run_task
 
 if TYPE_CHECKING:

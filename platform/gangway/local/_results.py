@@ -1,5 +1,6 @@
 """What a local run produces: an :class:`Outcome` per attempt, a :class:`NodeResult` per task
-(or fanned-out item), a :class:`RunResult` for the run."""
+(or fanned-out item), a :class:`RunResult` for the run; and how the children of a DAG or steps
+template ended (:class:`Body`), under their node names (:func:`child_name`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from gangway.argo.errors import UnsupportedConstruct
 
-__all__ = ["NodeResult", "Outcome", "RunResult", "UnsupportedConstruct"]
+__all__ = ["Body", "NodeResult", "Outcome", "RunResult", "UnsupportedConstruct", "child_name"]
 
 
 @dataclass(frozen=True)
@@ -72,3 +73,21 @@ class RunResult:
     """Processes of the run still alive at its end (killed then; should be none)."""
     outputs: dict[str, str] = field(default_factory=dict)
     """``workflow.outputs.parameters``: the outputs with a ``globalName``."""
+
+
+@dataclass
+class Body:
+    """How a DAG's or steps' children ended."""
+
+    phase: str
+    scope: dict[str, str] = field(default_factory=dict)
+    """The scope of their results (``tasks.*`` / ``steps.*``), for the template's outputs."""
+    message: str = ""
+
+
+def child_name(prefix: str, name: str, group: int | None = None) -> str:
+    """A child's node name: ``task`` / ``[0].step`` at the top, ``N.task`` / ``N[0].step``
+    inside node ``N``."""
+    if group is not None:
+        return f"{prefix}[{group}].{name}"
+    return f"{prefix}.{name}" if prefix else name

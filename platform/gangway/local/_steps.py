@@ -11,9 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from gangway.local._boundary import FAIL_FAST, Boundary
-from gangway.local._composite import Body, child_name
 from gangway.local._dag import continue_on
-from gangway.local._results import NodeResult
+from gangway.local._results import Body, NodeResult, child_name
 from gangway.local._tasks import FAILED, ended_scope, run_task
 
 if TYPE_CHECKING:

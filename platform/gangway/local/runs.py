@@ -145,7 +145,8 @@ def prepare_run(
     it holds several) into the Workflow a cluster would run, its references to the file's
     WorkflowTemplates resolved, with ``values``; let ``check`` refuse them as they will be
     substituted; record it in ``state_dir``. Nothing runs yet."""
-    from gangway.workflows.compiler import declared_parameters, import_root, runnable_manifest
+    from gangway.argo.references import declared_parameters
+    from gangway.workflows.compiler import import_root, runnable_manifest
     from gangway.workflows.provenance import provenance_params
 
     manifest = runnable_manifest(pipeline, name)

@@ -31,6 +31,7 @@ import argparse
 import types
 import typing
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -187,6 +188,13 @@ def _help(info: Any) -> str:
     return text
 
 
+TaskMaker = Callable[["StepSpec", str, dict[str, Any]], Any]
+"""What calling a step does: make the task (:func:`gangway.wiring.make_task`)."""
+TASK_MAKER: ContextVar[TaskMaker | None] = ContextVar("gangway_task_maker", default=None)
+"""Set for the ``with`` block of a pipeline (:class:`gangway.pipeline.PipelineTemplate`): the
+step SDK, which ships in the image, does not import the pipeline-building code it serves."""
+
+
 @dataclass(frozen=True)
 class StepSpec:
     """A step: its default task name, the module it runs (``python -m MODULE COMMAND…``), its
@@ -304,10 +312,16 @@ class StepSpec:
             record_outputs(texts)
 
     def __call__(self, *, name: str | None = None, **wiring: Any) -> Any:
-        """In a pipeline: a task running this step with ``wiring`` (:mod:`gangway.wiring`)."""
-        from gangway.wiring import make_task
-
-        return make_task(self, name or self.name, wiring)
+        """In a pipeline's ``with`` block: a task running this step with ``wiring``
+        (:mod:`gangway.wiring`)."""
+        make = TASK_MAKER.get()
+        if make is None:
+            raise PermanentError(
+                f"step {self.name!r} called outside a pipeline: calling a step makes a task of "
+                "the pipeline being built; call it inside `with pipeline(...)` "
+                "(gangway.pipeline)"
+            )
+        return make(self, name or self.name, wiring)
 
 
 def _json(value: Any) -> str:

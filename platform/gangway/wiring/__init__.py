@@ -32,11 +32,11 @@ from hera.workflows import Task
 from pydantic import BaseModel
 
 from gangway.contract import OUT_DIR
-from gangway.contract import SCRATCH as SCRATCH_DIR
-from gangway.errors import PermanentError, closest
+from gangway.errors import PermanentError
 from gangway.params import argo_text
 from gangway.step.interface import GangInputs, StepSpec, flag_of, kebab
 from gangway.wiring.pods import Pod, pod_requests
+from gangway.wiring.refs import EACH, RUN, SCRATCH, STORAGE_ROOT, Each, Ref, hint, parameters
 from gangway.wiring.types import constant_problem, element_of, fits, type_name
 from gangway.workflows.memoize import (
     CHECK_MODULE,
@@ -59,83 +59,6 @@ __all__ = [
     "workflow_output",
 ]
 
-RESERVED = ("name", "after", "over")
-"""Keywords of a step call that are not inputs."""
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A value known when the workflow runs: its Argo expression, its type, where it is from."""
-
-    expr: str
-    type: Any
-    source: str
-    producer: Any = None
-    """The Hera task whose output this is (a task reading it waits for it)."""
-    item: str | None = None
-    """For a fan-out item: the field of the element it reads ("" for the element itself)."""
-    inline: bool = False
-    """The same for every task of a run (the storage root, the run's place, the scratch
-    directory): written into the step's command line, not passed as a template input."""
-
-    def __truediv__(self, part: str | Ref) -> Ref:
-        """A path below this one (plain text: it names something else)."""
-        if isinstance(part, Ref):
-            return Ref(
-                f"{self.expr}/{part.expr}",
-                str,
-                f"{self.source}/{part.source}",
-                self.producer or part.producer,
-                inline=self.inline and part.inline,
-            )
-        if not isinstance(part, str):
-            raise PermanentError(f"{self.source} / {part!r}: a path part is text")
-        source = f"{self.source}/{part}"
-        return Ref(f"{self.expr}/{part}", str, source, self.producer, inline=self.inline)
-
-
-STORAGE_ROOT = Ref("{{workflow.parameters.storage-root}}", str, "storage-root", inline=True)
-"""The platform's storage root (``-p storage-root``); the corpora and every run are below it."""
-SCRATCH = Ref(SCRATCH_DIR, str, "scratch", inline=True)
-"""The step's own scratch directory (an emptyDir; ``/gangway`` in every step's container)."""
-RUN = STORAGE_ROOT / "runs" / "{{workflow.uid}}"
-"""This run's own place: retried steps find their earlier work here."""
-
-
-class _Each:
-    """The element a fanned-out task gets (``over=`` a list output): ``EACH`` itself, or
-    ``EACH.field`` of an element that is an object."""
-
-    def __getattr__(self, name: str) -> Ref:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return Ref("{{item." + name + "}}", Any, f"EACH.{name}", item=name)
-
-
-EACH: Any = _Each()
-
-
-class _Parameters:
-    def __init__(self, model: type[BaseModel]) -> None:
-        self._model = model
-
-    def __getattr__(self, name: str) -> Ref:
-        fields = self._model.model_fields
-        if name not in fields:
-            raise PermanentError(f"parameters: no field {name!r}{_hint(name, fields)}")
-        expr = "{{workflow.parameters." + kebab(name) + "}}"
-        return Ref(expr, fields[name].annotation, f"parameter {name}")
-
-
-def parameters(model: type[BaseModel]) -> Any:
-    """The pipeline's parameters as references: ``parameters(Params).train_steps``."""
-    if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        raise PermanentError(
-            f"parameters({model!r}): give the pipeline's parameter model "
-            "(a gangway.params.PipelineParams subclass)"
-        )
-    return _Parameters(model)
-
 
 @dataclass
 class TaskRef:
@@ -156,7 +79,7 @@ class TaskRef:
             known = ", ".join(fields) or "none"
             raise PermanentError(
                 f"task {self.name!r} has no output {out!r} (its outputs: {known})"
-                f"{_hint(out, fields)}"
+                f"{hint(out, fields)}"
             )
         kind = fields[out].annotation
         source = f"{self.name}.{out}"
@@ -192,11 +115,6 @@ def workflow_output(name: str, value: Ref) -> None:
     dag.outputs = [*have, out]
 
 
-def _hint(name: str, known: Mapping[str, Any]) -> str:
-    near = closest(name, list(known))
-    return f"; did you mean {near!r}?" if near else ""
-
-
 def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
     """The template and DAG task of ``spec`` with ``wiring``, every argument checked; an
     argument of None is one not given."""
@@ -210,7 +128,7 @@ def make_task(spec: StepSpec, name: str, wiring: dict[str, Any]) -> TaskRef:
         if key not in fields:
             raise PermanentError(
                 f"{where}: {spec.name} has no input {key!r} (inputs: {', '.join(fields)})"
-                f"{_hint(key, fields)}"
+                f"{hint(key, fields)}"
             )
     missing = [n for n, f in fields.items() if f.is_required() and n not in wiring]
     if missing:
@@ -286,7 +204,7 @@ def _check(where: str, key: str, info: Any, value: Any, over: Any) -> None:
                 f"{type_name(got)}"
             )
         return
-    if isinstance(value, _Each | TaskRef):
+    if isinstance(value, Each | TaskRef):
         raise PermanentError(f"{where}: input {key!r}: give a value, an output or EACH.field")
     problem = constant_problem(info, value)
     if problem is not None:
@@ -315,7 +233,7 @@ def _item_type(where: str, key: str, ref: Ref, over: Ref) -> Any:
         else (f"are {type_name(elements[0])}, not objects with fields: use EACH")
     )
     raise PermanentError(
-        f"{where}: input {key!r}: the items of {over.source} {what}{_hint(ref.item, known)}"
+        f"{where}: input {key!r}: the items of {over.source} {what}{hint(ref.item, known)}"
     )
 
 
@@ -333,7 +251,7 @@ def _task(
     """The template (its inputs: what varies by run or by task; the rest written in) and the
     DAG task passing them; before it, for a cacheable step, its cache check's task
     (:mod:`gangway.workflows.memoize`)."""
-    from gangway.pipeline import gang_step, step
+    from gangway.workflows.templates import gang_step, step
 
     passed = {k: v for k, v in wiring.items() if isinstance(v, Ref) and not v.inline}
     names = {k: kebab(k) for k in passed}

@@ -21,6 +21,8 @@ from typing import Any
 
 from gangway.errors import PermanentError
 from gangway.step.interface import StepSpec, unwrap_optional
+from gangway.units import quantity
+from gangway.wiring.refs import Ref
 
 __all__ = ["Pod", "pod_requests"]
 
@@ -37,8 +39,6 @@ class Pod:
 
 def _choices(value: Any, what: str, where: str) -> tuple[Any, ...]:
     """The values ``value`` may take: itself, or a ``Literal`` parameter's choices."""
-    from gangway.wiring import Ref
-
     if not isinstance(value, Ref):
         return (value,)
     t = unwrap_optional(value.type)
@@ -55,8 +55,6 @@ def pod_requests(
 ) -> Mapping[str, str] | None:
     """The CPU and memory requests of ``spec``'s pod sized for the preset(s) ``size_for``
     (None: the step's own requests)."""
-    from gangway.units import quantity
-
     if size_for is None:
         return spec.requests
     table = spec.memory_for
@@ -69,8 +67,6 @@ def pod_requests(
             f"{where}: size_for: unknown model preset {unknown[0]!r}; choose from "
             f"{', '.join(table)}"
         )
-    from gangway.wiring import Ref
-
     per_process = max((table[p] for p in presets), key=quantity)
     gib = int(quantity(per_process) / 2**30)
     base = dict(spec.requests or {"cpu": "1"})

@@ -4,23 +4,20 @@
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
 import traceback
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gangway.argo.references import check_parameter_references, declared_parameters
 from gangway.errors import GangwayError, NotFoundError, PermanentError, closest
 
 __all__ = [
     "check_parameter_names",
-    "check_parameter_references",
     "compile_documents",
     "compile_pipeline",
-    "declared_parameters",
     "import_root",
     "load_documents",
     "load_objects",
@@ -146,49 +143,10 @@ def compile_documents(path: Path) -> list[dict[str, Any]]:
     return docs
 
 
-_WORKFLOW_PARAMETER = re.compile(r"^\s*workflow\.parameters\.([\w-]+)\s*$")
 _PIPELINE_HINT = (
     "a Gangway pipeline declares its parameters with pipeline(..., parameters=Params), the "
     "model p = parameters(Params) reads"
 )
-
-
-def check_parameter_references(where: str, manifest: Mapping[str, Any], hint: str) -> None:
-    """Every ``{{workflow.parameters.NAME}}`` names a declared parameter (or ``json``);
-    ``where`` starts the error, ``hint`` ends it (how to declare one)."""
-    from gangway.argo.references import spec_of
-    from gangway.argo.substitution import PLACEHOLDER
-
-    declared = declared_parameters(manifest) | {"json"}
-    found: dict[str, str] = {}
-
-    def walk(node: Any, where: str) -> None:
-        if isinstance(node, str):
-            for m in PLACEHOLDER.finditer(node):
-                ref = None if m.group(1) else _WORKFLOW_PARAMETER.match(m.group(2))
-                if ref and ref.group(1) not in declared:
-                    found.setdefault(ref.group(1), where)
-        elif isinstance(node, list | dict):
-            for v in node.values() if isinstance(node, dict) else node:
-                walk(v, where)
-
-    for t in spec_of(manifest).get("templates") or []:
-        if isinstance(t, dict):
-            walk(t, f"template {t.get('name')}")
-    if found:
-        refs = "; ".join(f"{{{{workflow.parameters.{n}}}}} in {w}" for n, w in found.items())
-        raise PermanentError(
-            f"{where}: {refs}: not a parameter this workflow declares (it takes: "
-            f"{', '.join(sorted(declared - {'json'})) or 'none'}); {hint}"
-        )
-
-
-def declared_parameters(manifest: Mapping[str, Any]) -> set[str]:
-    """The workflow parameters a compiled manifest declares (``spec.arguments.parameters``)."""
-    from gangway.argo.references import spec_of
-
-    params = (spec_of(manifest).get("arguments") or {}).get("parameters") or []
-    return {str(p["name"]) for p in params if isinstance(p, dict) and "name" in p}
 
 
 def check_parameter_names(manifest: dict[str, Any], names: Any) -> None:

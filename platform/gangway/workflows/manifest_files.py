@@ -128,7 +128,7 @@ def _check_document(path: Path, n: int, doc: Any, *, run: bool) -> None:
 
 
 def _check_parameters(where: str, manifest: Mapping[str, Any]) -> None:
-    from gangway.workflows.compiler import check_parameter_references
+    from gangway.argo.references import check_parameter_references
 
     check_parameter_references(where, manifest, _HINT)
 
