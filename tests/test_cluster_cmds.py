@@ -96,6 +96,54 @@ def test_apply_is_create_or_update_and_idempotent(template: dict[str, Any]) -> N
     assert argo.calls == ["create WorkflowTemplate", "update WorkflowTemplate", "create Workflow"]
 
 
+@pytest.mark.parametrize(
+    ("labels", "namespace"),
+    [
+        pytest.param({"gangway.dev/team": "research"}, "team-research", id="a-known-team"),
+        pytest.param({"gangway.dev/team": "nobody"}, "argo", id="an-unknown-team-falls-back"),
+        pytest.param({}, "argo", id="no-team-label-falls-back"),
+    ],
+)
+def test_a_workflow_goes_to_its_teams_namespace(labels: dict[str, str], namespace: str) -> None:
+    from gangway.cluster.submission import team_namespace
+    from gangway.config import load_config
+
+    obj = {"metadata": {"labels": labels}}
+    assert team_namespace(obj, load_config(EXAMPLE), "argo") == namespace
+
+
+@pytest.mark.parametrize(
+    ("file", "given", "cluster", "expected"),
+    [
+        pytest.param(
+            "p.yaml", {}, "eu-west", {"cluster": "eu-west", "storage-root": "s3://*"}, id="yaml"
+        ),
+        pytest.param("p.yaml", {}, "env", {}, id="yaml-to-an-argo-server-from-the-env"),
+        pytest.param(
+            "p.yaml",
+            {"cluster": "x", "storage-root": "s3://mine"},
+            "eu-west",
+            {},
+            id="given-values-stand",
+        ),
+        pytest.param("p.py", {}, "mars", {"cluster": "mars", "git-sha": "*"}, id="python-file"),
+    ],
+)
+def test_submit_fills_in_provenance_and_the_regions_bucket(
+    template: dict[str, Any], file: str, given: dict[str, str], cluster: str, expected: object
+) -> None:
+    from gangway.config import load_config
+    from gangway.workflows.provenance import submit_provenance
+
+    cfg = load_config(EXAMPLE)
+    pipeline = REPO / "pipelines" / file
+    out = submit_provenance(pipeline, template, given, cluster=cluster, config=cfg)
+    assert set(out) == set(expected)  # type: ignore[arg-type]
+    if "storage-root" in out:
+        region = cfg.clusters[cluster].region
+        assert out["storage-root"] == cfg.storage.buckets[region]
+
+
 def test_deploy_refuses_a_plain_workflow(template: dict[str, Any]) -> None:
     wf = {**template, "kind": "Workflow"}
     with pytest.raises(PermanentError, match="use `gangway submit`"):

@@ -240,7 +240,7 @@ def test_a_placed_pipeline_reads_back_as_it_was_placed(tmp_path: Path) -> None:
 
 
 def test_cluster_auto_only_picks_clusters_it_can_submit_to(tmp_path: Path) -> None:
-    doc = yaml.safe_load(Path("platform/gangway/snapshot/example.yaml").read_text())
+    doc = yaml.safe_load(Path("platform/gangway/scheduling/snapshot/example.yaml").read_text())
     doc["clusters"]["ap-south"] = {**doc["clusters"]["eu-west"], "region": "eu-west-1"}
     snap = tmp_path / "s.yaml"
     snap.write_text(yaml.safe_dump(doc))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
@@ -17,6 +17,10 @@ from gangway.cli.options import load_manifests, parse_params
 from gangway.cli.scheduling import GpuTypeOpt, RegionOpt, SnapshotOpt, WithinOpt
 from gangway.errors import PermanentError
 
+if TYPE_CHECKING:
+    from gangway.cluster.settings import ClusterConfig
+    from gangway.cluster.submission import HeraArgoApi
+
 __all__ = ["deploy_cmd", "links_cmd", "logs_cmd", "status_cmd", "submit_cmd"]
 
 ClusterOpt = Annotated[
@@ -28,14 +32,10 @@ ManifestArg = Annotated[Path, typer.Argument(help="a pipeline file (.py) or YAML
 
 
 def _team_namespace(obj: dict[str, Any], fallback: str) -> str:
-    """Where a team's workflows run (its namespace in the platform config: its service
-    account, RBAC and semaphore are there); ``fallback`` for a workflow of no known team."""
+    from gangway.cluster.submission import team_namespace
     from gangway.config import load_config
-    from gangway.contract import TEAM_LABEL
 
-    team = ((obj.get("metadata") or {}).get("labels") or {}).get(TEAM_LABEL)
-    views = load_config().team_views()
-    return views[team].namespace if team in views else fallback
+    return team_namespace(obj, load_config(), fallback)
 
 
 def _lint_or_fail(objs: list[dict[str, Any]], values: dict[str, str] | None = None) -> None:
@@ -65,22 +65,10 @@ def _print_objects(objs: list[dict[str, Any]]) -> None:
 def _provenance(
     pipeline: Path, obj: dict[str, Any], params: dict[str, str], cluster: str
 ) -> dict[str, str]:
-    """``git-sha`` and ``cluster`` for a pipeline file (YAML manifests carry their own git-sha),
-    and the artifact bucket of the cluster's region as ``storage-root`` unless given."""
-    from gangway.argo.references import declared_parameters
     from gangway.config import load_config
-    from gangway.workflows.provenance import provenance_params
+    from gangway.workflows.provenance import submit_provenance
 
-    declared = declared_parameters(obj)
-    if pipeline.suffix == ".py":
-        out = provenance_params(pipeline, declared, params, cluster=cluster)
-    else:  # compiled YAML carries its own git-sha; the cluster is known only now
-        named = cluster != "env" and "cluster" in declared and "cluster" not in params
-        out = {"cluster": cluster} if named else {}
-    cfg = load_config()
-    if cluster in cfg.clusters and "storage-root" in declared and "storage-root" not in params:
-        out["storage-root"] = cfg.storage.buckets[cfg.clusters[cluster].region]
-    return out
+    return submit_provenance(pipeline, obj, params, cluster=cluster, config=load_config())
 
 
 def _dry_params(
@@ -89,7 +77,7 @@ def _dry_params(
     return {**params, **_provenance(pipeline, obj, params, cluster or "env")}
 
 
-def _connect(cluster: str | None) -> tuple[Any, Any]:
+def _connect(cluster: str | None) -> tuple[ClusterConfig, HeraArgoApi]:
     """The cluster's settings and an Argo API client for it."""
     from gangway.cluster.settings import resolve_cluster
     from gangway.cluster.submission import HeraArgoApi
@@ -106,13 +94,13 @@ def _auto_cluster(
     within: str | None,
     data_region: str | None,
 ) -> tuple[str, dict[str, Any]]:
-    """``--cluster auto``: the best cluster for the pipeline's gangs and the pipeline with
-    their placement written on; the decision goes to stderr. A rejection sends nothing."""
+    """``--cluster auto``: the cluster for the pipeline's gangs
+    (:func:`gangway.scheduling.pipeline_placement.choose_cluster`) and the pipeline with their
+    placement written on; the decision goes to stderr. A rejection sends nothing."""
     from gangway.cli.decisions import render_placement, render_source
     from gangway.cli.scheduling import decide_pipeline, read_snapshot
     from gangway.config import load_config
-    from gangway.scheduling.placement import place
-    from gangway.scheduling.workload import place_gangs
+    from gangway.scheduling.pipeline_placement import choose_cluster, placed_manifest
 
     snap = read_snapshot(snapshot)
     obj, placements = decide_pipeline(
@@ -121,31 +109,15 @@ def _auto_cluster(
     err_console.print(render_source(snap))
     for p in placements:
         err_console.print(render_placement(p))
-    cluster = _common_cluster(placements, set(load_config().clusters))
-    if any(p.chosen is None or p.chosen.cluster != cluster for p in placements):
-        err_console.print(Text(f"all gangs go to {cluster}, where every one of them can run:"))
-        placements = [place(p.decision.workload, snap, cluster=cluster) for p in placements]
-        for p in placements:
+    choice = choose_cluster(placements, snap, set(load_config().clusters))
+    if choice.replaced:
+        err_console.print(
+            Text(f"all gangs go to {choice.cluster}, where every one of them can run:")
+        )
+        for p in choice.placements:
             err_console.print(render_placement(p))
-    tops = {p.decision.workload.name: p.topology for p in placements if p.topology}
-    err_console.print(f"--cluster auto: {cluster}")
-    return cluster, place_gangs(obj, tops)
-
-
-def _common_cluster(placements: list[Any], known: set[str]) -> str:
-    """The first gang's best cluster among those of the platform config (``known``: where
-    submit can send) where no gang is rejected."""
-    from gangway.scheduling.admission import Verdict
-
-    able = set(known)
-    for p in placements:
-        fine = {o.cluster for o in p.options if o.decision.verdict != Verdict.REJECT}
-        able &= fine
-    first: list[str] = [o.cluster for o in placements[0].options if o.cluster in able]
-    if not first:
-        which = "this" if len(placements) == 1 else "every gang of this pipeline"
-        raise PermanentError(f"--cluster auto: no cluster can ever run {which}; nothing was sent")
-    return first[0]
+    err_console.print(f"--cluster auto: {choice.cluster}")
+    return choice.cluster, placed_manifest(obj, choice.placements)
 
 
 def submit_cmd(

@@ -4,14 +4,18 @@ clusters (live, from the platform config's kube contexts, or ``--snapshot FILE``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from gangway.cli._help import command_group
 from gangway.cli._output import console, err_console, output_file, write_output
-from gangway.errors import PermanentError, closest
+from gangway.errors import PermanentError
+
+if TYPE_CHECKING:
+    from gangway.scheduling.placement import Placement
+    from gangway.scheduling.snapshot.cluster_state import Snapshot
 
 __all__ = [
     "GpuTypeOpt",
@@ -114,13 +118,6 @@ def save_cmd(
     )
 
 
-def _not_in_snapshot(name: str, snap: Any) -> PermanentError:
-    known = sorted(snap.clusters)
-    near = closest(name, known)
-    hint = f"; did you mean {near!r}?" if near else ""
-    return PermanentError(f"--cluster {name}: not in the snapshot ({', '.join(known)}){hint}")
-
-
 def _with_checkpoints(snap: Any, tracking_uri: str) -> Any:
     from gangway.lineage import store
     from gangway.lineage.checkpoints import last_checkpoints
@@ -157,53 +154,46 @@ def queues_cmd(
 
     snap = read_snapshot(snapshot, [cluster] if cluster and not snapshot else None)
     if cluster and cluster not in snap.clusters:
-        raise _not_in_snapshot(cluster, snap)
+        from gangway.scheduling.pipeline_placement import not_in_snapshot
+
+        raise not_in_snapshot(cluster, snap)
     console.print(render_queues(snap, cluster))
 
 
 def decide_pipeline(
     pipeline: Path,
     params: dict[str, str],
-    snapshot: Any,
+    snapshot: Snapshot,
     *,
     gpu_type: str | None,
     within: str | None,
     data_region: str | None,
     cluster: str | None = None,
-) -> tuple[dict[str, Any], list[Any]]:
-    """The pipeline's manifest and a placement for each of its gangs."""
-    from dataclasses import replace
-
+) -> tuple[dict[str, Any], list[Placement]]:
+    """The pipeline's manifest and a placement for each of its gangs
+    (:func:`gangway.scheduling.pipeline_placement.place_pipeline`), its ``-p`` values checked
+    first."""
     from gangway.cli.options import load_manifests
     from gangway.config import load_config
-    from gangway.scheduling.placement import place
-    from gangway.scheduling.workload import gang_workloads, region_of
+    from gangway.scheduling import pipeline_placement as pp
 
     obj = load_manifests(pipeline)[0]
     cfg = load_config()
     _refuse_bad_values(obj, params)
     regions = {c.region for c in snapshot.clusters.values()} | set(cfg.storage.buckets)
-    if data_region is not None and data_region not in regions:
-        near = closest(data_region, regions, cutoff=0.5)
-        hint = f"; did you mean {near!r}?" if near else ""
-        raise PermanentError(
-            f"--data-region {data_region}: not a region ({', '.join(sorted(regions))}){hint}"
-        )
-    region = data_region or region_of(params.values(), cfg.storage.buckets)
+    region = pp.data_region(data_region, params.values(), regions, cfg.storage.buckets)
     products = {p: m for c in cfg.clusters.values() for m, p in c.gpu_products.items()}
-    gangs = gang_workloads(obj, params, data_region=region, product_models=products)
-    if not gangs:
-        raise PermanentError(f"{pipeline}: no gang step (Volcano Job) to place")
-    if cluster and cluster not in snapshot.clusters:
-        raise _not_in_snapshot(cluster, snapshot)
-    placements = [
-        place(
-            replace(w, gpu_type=gpu_type or w.gpu_type, within=within or w.within),
-            snapshot,
-            cluster=cluster,
-        )
-        for w in gangs
-    ]
+    placements = pp.place_pipeline(
+        obj,
+        params,
+        snapshot,
+        region=region,
+        product_models=products,
+        gpu_type=gpu_type,
+        within=within,
+        cluster=cluster,
+        where=str(pipeline),
+    )
     return obj, placements
 
 
@@ -279,6 +269,8 @@ def why_cmd(
     objs = list_workflow_gangs(c.kube_context, namespace, workflow)
     snap = read_snapshot(snapshot, [c.name])
     if c.name not in snap.clusters:
-        raise _not_in_snapshot(c.name, snap)
+        from gangway.scheduling.pipeline_placement import not_in_snapshot
+
+        raise not_in_snapshot(c.name, snap)
     gangs = why_pending(workflow, objs, snap, cluster=c.name)
     console.print(render_why(workflow, c.name, gangs))

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gangway.contract import PIPELINE_LABEL
+from gangway.config import PlatformConfig
+from gangway.contract import PIPELINE_LABEL, TEAM_LABEL
 from gangway.errors import PermanentError, TransientError
 from gangway.workflows.compiler import check_parameter_names
 
@@ -22,6 +23,7 @@ __all__ = [
     "deploy_plan",
     "pipeline_of",
     "submit_plan",
+    "team_namespace",
     "with_experiments",
 ]
 
@@ -42,6 +44,15 @@ def _with_namespace(obj: Mapping[str, Any], namespace: str) -> dict[str, Any]:
     if out.get("kind") != "ClusterWorkflowTemplate":
         out.setdefault("metadata", {})["namespace"] = namespace
     return out
+
+
+def team_namespace(obj: Mapping[str, Any], config: PlatformConfig, fallback: str) -> str:
+    """Where a team's workflows run: its namespace in the platform config (its service account,
+    RBAC and semaphore are there), read from the workflow's team label; ``fallback`` for a
+    workflow of no known team."""
+    team = ((obj.get("metadata") or {}).get("labels") or {}).get(TEAM_LABEL)
+    views = config.team_views()
+    return views[team].namespace if team in views else fallback
 
 
 def submit_plan(template: Mapping[str, Any], params: Mapping[str, str], namespace: str) -> Plan:

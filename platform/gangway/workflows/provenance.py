@@ -15,7 +15,16 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IMAGE_PARAM", "git_revision", "pinned_image_param", "provenance_params"]
+from gangway.argo.references import declared_parameters
+from gangway.config import PlatformConfig
+
+__all__ = [
+    "IMAGE_PARAM",
+    "git_revision",
+    "pinned_image_param",
+    "provenance_params",
+    "submit_provenance",
+]
 
 IMAGE_PARAM = "image"
 """The workflow parameter naming the runtime image (steps get it as ``GANGWAY_IMAGE``)."""
@@ -51,6 +60,29 @@ def provenance_params(
         out["cluster"] = cluster
     if "git-sha" in declared and not given.get("git-sha"):
         out["git-sha"] = git_revision(pipeline.resolve())
+    return out
+
+
+def submit_provenance(
+    pipeline: Path,
+    manifest: Mapping[str, Any],
+    given: Mapping[str, str],
+    *,
+    cluster: str,
+    config: PlatformConfig,
+) -> dict[str, str]:
+    """What ``gangway submit`` fills in: ``git-sha`` and ``cluster`` for a pipeline file (a
+    compiled YAML carries its own git-sha; its cluster is known only now), and the artifact
+    bucket of the cluster's region as ``storage-root`` unless given. ``cluster`` is ``env``
+    when the Argo server comes from the environment, not the config."""
+    declared = declared_parameters(manifest)
+    if pipeline.suffix == ".py":
+        out = provenance_params(pipeline, declared, given, cluster=cluster)
+    else:
+        named = cluster != "env" and "cluster" in declared and "cluster" not in given
+        out = {"cluster": cluster} if named else {}
+    if cluster in config.clusters and "storage-root" in declared and "storage-root" not in given:
+        out["storage-root"] = config.storage.buckets[config.clusters[cluster].region]
     return out
 
 
