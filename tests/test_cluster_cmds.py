@@ -138,7 +138,7 @@ def test_submit_fills_in_provenance_and_the_regions_bucket(
     cfg = load_config(EXAMPLE)
     pipeline = REPO / "pipelines" / file
     out = submit_provenance(pipeline, template, given, cluster=cluster, config=cfg)
-    assert set(out) == set(expected)  # type: ignore[arg-type]
+    assert set(out) == set(expected)
     if "storage-root" in out:
         region = cfg.clusters[cluster].region
         assert out["storage-root"] == cfg.storage.buckets[region]
