@@ -130,7 +130,11 @@ def test_a_workflow_goes_to_its_teams_namespace(labels: dict[str, str], namespac
     ],
 )
 def test_submit_fills_in_provenance_and_the_regions_bucket(
-    template: dict[str, Any], file: str, given: dict[str, str], cluster: str, expected: object
+    template: dict[str, Any],
+    file: str,
+    given: dict[str, str],
+    cluster: str,
+    expected: dict[str, str],
 ) -> None:
     from gangway.config import load_config
     from gangway.workflows.provenance import submit_provenance
