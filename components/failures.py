@@ -2,8 +2,10 @@
 
 Torch reports almost everything as a ``RuntimeError``; the exit-code contract
 (:mod:`gangway.errors`) needs to know which of them a retry can fix. :func:`classify` decides
-from the exception's *type* where torch gives one, and from CUDA's error text only for the
-device errors torch raises as plain ``RuntimeError``:
+from the exception's *type* where torch gives one, and from the text only where the library
+gives nothing else — CUDA's device and hardware errors and gloo's lost peers, all raised as a
+plain ``RuntimeError``. This is the one place Gangway branches on message text, and only on
+text it did not write (:mod:`gangway.errors` raises by class):
 
 ==========================================  ==========  ======================================
 failure                                     class       why

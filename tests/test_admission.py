@@ -275,7 +275,7 @@ def test_admission(case: Case) -> None:
     for s in case.says:
         assert s in text, f"{s!r} not in {text!r}"
     if case.verdict == Verdict.REJECT and d.problems:
-        assert all(p.field for p in d.problems)
+        assert all(p.path for p in d.problems)
 
 
 def test_preemption_takes_whole_gangs_and_says_what_they_lose() -> None:
@@ -339,7 +339,7 @@ def test_the_best_cluster_verdict_wins() -> None:
     assert d.verdict == Verdict.ADMIT
     assert {r.cluster: r.verdict for r in d.clusters} == {"c1": Verdict.WAIT, "c2": Verdict.ADMIT}
     assert admit(gang(1), b.build(), cluster="c1").verdict == Verdict.WAIT
-    assert admit(gang(1), b.build(), cluster="nope").problems[0].field == "cluster"
+    assert admit(gang(1), b.build(), cluster="nope").problems[0].path == "cluster"
 
 
 def test_a_victim_whose_loss_is_unknown_goes_after_every_known_one() -> None:

@@ -20,6 +20,7 @@ from gangway import storage
 from gangway.cli import app
 from gangway.cli._output import shorten
 from gangway.cli._progress import _Lines, progress, steps_table
+from gangway.lint._findings import finding
 from gangway.local._results import NodeResult
 from tests.conftest import REPO
 
@@ -369,7 +370,6 @@ def test_lint_findings_read_at_80_columns_without_a_table(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from gangway.cli import lint
-    from gangway.lint import Finding
 
     out = Console(width=80, file=io.StringIO())
     monkeypatch.setattr(lint, "console", out)
@@ -378,7 +378,7 @@ def test_lint_findings_read_at_80_columns_without_a_table(
         "requests nvidia.com/gpu but does not select a GPU type; add nodeSelector "
         "nvidia.com/gpu.product: <model> to the template that runs the step"
     )
-    found = [Finding("Workflow/x", path, "must be false"), Finding("Workflow/x", "spec.a", fix)]
+    found = [finding("Workflow/x", path, "must be false"), finding("Workflow/x", "spec.a", fix)]
     lint._show([(Path("pipelines/p.py"), f) for f in found])
     lines = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert lines[:4] == [

@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from gangway.contract import step_env
-from gangway.lint import CrdSchemas, Finding, lint_manifest
+from gangway.lint import CrdSchemas, lint_manifest
+from gangway.lint._findings import finding
 from gangway.workflows.compiler import compile_documents, compile_pipeline
 from tests.conftest import REPO
 
@@ -317,7 +318,7 @@ def test_cli_exit_codes_and_output(
 
 
 def test_findings_render_with_object_and_path() -> None:
-    f = Finding("WorkflowTemplate/x", "spec.entrypoint", "template 'm' does not exist")
+    f = finding("WorkflowTemplate/x", "spec.entrypoint", "template 'm' does not exist")
     assert str(f) == "error: WorkflowTemplate/x: spec.entrypoint: template 'm' does not exist"
 
 

@@ -18,7 +18,8 @@ import yaml
 from hera.workflows import DAG, Container, Parameter, Resource, Step, Steps, Task, Workflow
 from hera.workflows import models as m
 
-from gangway.lint import CrdSchemas, Finding, lint_manifest
+from gangway.errors import FieldError
+from gangway.lint import CrdSchemas, lint_manifest
 from gangway.lint.core_kinds import KUBERNETES_VERSION
 from gangway.lint.crds import to_json_schema
 from tests.conftest import REPO
@@ -26,7 +27,7 @@ from tests.conftest import REPO
 IMAGE = "busybox:1.36"
 
 
-def _errors(obj: dict[str, Any], schemas: CrdSchemas) -> list[Finding]:
+def _errors(obj: dict[str, Any], schemas: CrdSchemas) -> list[FieldError]:
     return [f for f in lint_manifest(obj, schemas, platform=False) if f.severity == "error"]
 
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from gangway.config import EXAMPLE, load_config
-from gangway.lint import Finding, lint_manifest
+from gangway.errors import FieldError
+from gangway.lint import lint_manifest
 
 CFG = load_config(EXAMPLE)
 IMAGE = "ghcr.io/gangway/tools:1"
@@ -79,7 +80,7 @@ def with_defaults() -> Obj:
     )
 
 
-def errors(obj: Obj) -> list[Finding]:
+def errors(obj: Obj) -> list[FieldError]:
     return [f for f in lint_manifest(obj, None, CFG) if f.severity == "error"]
 
 

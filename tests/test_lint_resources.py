@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gangway.lint import CrdSchemas, Finding, lint_manifest
+from gangway.errors import FieldError
+from gangway.lint import CrdSchemas, lint_manifest
 
 Obj = dict[str, Any]
 CONFIG_MAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"
@@ -26,7 +27,7 @@ def acting(resource: Obj, kind: str = "Workflow", **spec: Any) -> Obj:
     }
 
 
-def lint(obj: Obj, schemas: CrdSchemas) -> list[Finding]:
+def lint(obj: Obj, schemas: CrdSchemas) -> list[FieldError]:
     return lint_manifest(obj, schemas, platform=False)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from gangway.config.checks import problems
 from gangway.config.schema import PlatformConfig, TeamView
-from gangway.errors import PermanentError, closest
+from gangway.errors import FieldError, FieldErrors, closest, validation_errors
 from gangway.user_yaml import read_mapping
 
 __all__ = ["CONFIG_ENV", "EXAMPLE", "PlatformConfig", "TeamView", "config_path", "load_config"]
@@ -46,14 +47,17 @@ def _known_keys() -> set[str]:
     return {f for m in models for f in m.model_fields}
 
 
-def _line(err: Any) -> str:
-    """One pydantic error as ``field.path: message``, with a near key for a misspelt one."""
-    path = ".".join(str(x) for x in err["loc"]) or "(the file)"
-    line = f"{path}: {err['msg']}"
-    if err["type"] == "extra_forbidden" and err["loc"]:
-        near = closest(str(err["loc"][-1]), _known_keys())
-        line += f" (did you mean {near!r}?)" if near else ""
-    return line
+def _with_near_key(e: Any) -> list[FieldError]:
+    """The schema's errors, a misspelt key's with the known key it most likely meant."""
+    out = []
+    for err, f in zip(e.errors(), validation_errors(e, root="(the file)"), strict=True):
+        near = (
+            closest(str(err["loc"][-1]), _known_keys())
+            if err["type"] == "extra_forbidden"
+            else None
+        )
+        out.append(replace(f, message=f"{f.message} (did you mean {near!r}?)") if near else f)
+    return out
 
 
 @lru_cache(maxsize=8)
@@ -63,11 +67,8 @@ def _load(path: str) -> PlatformConfig:
     try:
         cfg = PlatformConfig.model_validate(raw)
     except ValidationError as e:
-        lines = [_line(err) for err in e.errors()]
-        raise PermanentError(
-            f"{where}: {len(lines)} problem(s):\n  " + "\n  ".join(lines)
-        ) from None
+        raise FieldErrors(where, _with_near_key(e)) from None
     found = problems(cfg)
     if found:
-        raise PermanentError(f"{where}: {len(found)} problem(s):\n  " + "\n  ".join(found))
+        raise FieldErrors(where, found)
     return cfg

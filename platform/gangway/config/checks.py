@@ -8,11 +8,12 @@ from decimal import Decimal
 
 from gangway.config.naming import name_problems, topology_problems
 from gangway.config.schema import Org, PlatformConfig, Quota, Team
+from gangway.errors import FieldError
 
 __all__ = ["problems"]
 
 
-def problems(cfg: PlatformConfig) -> list[str]:
+def problems(cfg: PlatformConfig) -> list[FieldError]:
     """Every cross-field problem of ``cfg`` as ``path: what is wrong and what to do``."""
     return [
         *_priority_classes(cfg),
@@ -35,23 +36,28 @@ def _quotas(cfg: PlatformConfig) -> Iterator[tuple[str, Quota]]:
     yield from _teams(cfg)
 
 
-def _priority_classes(cfg: PlatformConfig) -> Iterator[str]:
+def _priority_classes(cfg: PlatformConfig) -> Iterator[FieldError]:
     known = sorted(cfg.priority_classes)
     if cfg.default_priority_class not in cfg.priority_classes:
         yield (
-            f"default_priority_class: {cfg.default_priority_class!r} is not in priority_classes "
-            f"({', '.join(known)})"
+            FieldError(
+                "default_priority_class",
+                f"{cfg.default_priority_class!r} is not in priority_classes ({', '.join(known)})",
+            )
         )
     for path, team in _teams(cfg):
         for i, pc in enumerate(team.priority_classes):
             if pc not in cfg.priority_classes:
                 yield (
-                    f"{path}.priority_classes[{i}]: unknown priority class {pc!r}; "
-                    f"define it under priority_classes or use one of {', '.join(known)}"
+                    FieldError(
+                        f"{path}.priority_classes[{i}]",
+                        f"unknown priority class {pc!r}; "
+                        f"define it under priority_classes or use one of {', '.join(known)}",
+                    )
                 )
 
 
-def _names(cfg: PlatformConfig) -> Iterator[str]:
+def _names(cfg: PlatformConfig) -> Iterator[FieldError]:
     """Queues and namespaces name one thing each; Volcano's root and default queues are its
     own."""
     queues: dict[str, str] = {}
@@ -64,35 +70,46 @@ def _names(cfg: PlatformConfig) -> Iterator[str]:
             (namespaces, team.namespace_of(name), "namespace"),
         ):
             if value in seen and seen[value] != path:
-                yield f"{path}.{what}: {value!r} is already the {what} of {seen[value]}; rename one"
+                yield FieldError(
+                    f"{path}.{what}",
+                    f"{value!r} is already the {what} of {seen[value]}; rename one",
+                )
             else:
                 seen[value] = path
     for builtin in ("root", "default"):
         if builtin in queues:
-            yield f"{queues[builtin]}.queue: {builtin!r} is Volcano's own queue; choose another"
+            yield FieldError(
+                f"{queues[builtin]}.queue", f"{builtin!r} is Volcano's own queue; choose another"
+            )
 
 
-def _storage_and_images(cfg: PlatformConfig) -> Iterator[str]:
+def _storage_and_images(cfg: PlatformConfig) -> Iterator[FieldError]:
     for name, cluster in cfg.clusters.items():
         if cluster.region not in cfg.storage.buckets:
             yield (
-                f"clusters.{name}.region: no storage.buckets entry for {cluster.region!r}; add "
-                "the artifact bucket of that region"
+                FieldError(
+                    f"clusters.{name}.region",
+                    f"no storage.buckets entry for {cluster.region!r}; add "
+                    "the artifact bucket of that region",
+                )
             )
     uris = [(f"storage.buckets.{r}", u) for r, u in cfg.storage.buckets.items()]
     for path, uri in [*uris, ("mlflow.artifacts", cfg.mlflow.artifacts)]:
         if not uri.startswith("s3://") or not uri.removeprefix("s3://").split("/")[0]:
-            yield f"{path}: {uri!r} is not an s3://BUCKET URI"
+            yield FieldError(path, f"{uri!r} is not an s3://BUCKET URI")
     for i, registry in enumerate(cfg.registries):
         if not registry.endswith("/") or registry.strip("/") == "":
             yield (
-                f"registries[{i}]: {registry!r} must be a prefix ending in '/' "
-                "(e.g. ghcr.io/gangway/), or it would allow look-alike registries"
+                FieldError(
+                    f"registries[{i}]",
+                    f"{registry!r} must be a prefix ending in '/' "
+                    "(e.g. ghcr.io/gangway/), or it would allow look-alike registries",
+                )
             )
     allowed = ", ".join(cfg.registries)
     for field, image in (("image", cfg.image), ("argo_executor_image", cfg.executor_image)):
         if not any(image.startswith(r) for r in cfg.registries):
-            yield f"{field}: {image!r} is not from an allowed registry ({allowed})"
+            yield FieldError(field, f"{image!r} is not from an allowed registry ({allowed})")
 
 
 def _over(have: Mapping[str, Decimal], limit: Mapping[str, Decimal]) -> list[tuple[str, str, str]]:
@@ -110,30 +127,38 @@ def _show(resource: str, amount: Decimal) -> str:
     return f"{amount.normalize():f}"
 
 
-def _quota(q: Quota, path: str) -> Iterator[str]:
+def _quota(q: Quota, path: str) -> Iterator[FieldError]:
     fix = "lower it or raise that"
     if q.capability is not None:
         for what in ("guarantee", "deserved"):
             for r, have, cap in _over(getattr(q, what).amounts(), q.capability.amounts()):
                 yield (
-                    f"{path}.{what}.{_field(r)}: {have} is more than its capability ({cap}); " + fix
+                    FieldError(
+                        f"{path}.{what}.{_field(r)}",
+                        f"{have} is more than its capability ({cap}); {fix}",
+                    )
                 )
     for r, have, deserved in _over(q.guarantee.amounts(), q.deserved.amounts()):
         yield (
-            f"{path}.guarantee.{_field(r)}: {have} is more than its deserved share "
-            f"({deserved}); {fix}"
+            FieldError(
+                f"{path}.guarantee.{_field(r)}",
+                f"{have} is more than its deserved share ({deserved}); {fix}",
+            )
         )
 
 
-def _children(org: Org, path: str) -> Iterator[str]:
+def _children(org: Org, path: str) -> Iterator[FieldError]:
     """The teams of an org fit in it: each capability within the org's, the sums of their
     guarantees and deserved shares within the org's."""
     for name, team in org.teams.items():
         if org.capability is not None and team.capability is not None:
             for r, have, cap in _over(team.capability.amounts(), org.capability.amounts()):
                 yield (
-                    f"{path}.teams.{name}.capability.{_field(r)}: {have} is more than the org's "
-                    f"capability ({cap}); a child queue cannot exceed its parent"
+                    FieldError(
+                        f"{path}.teams.{name}.capability.{_field(r)}",
+                        f"{have} is more than the org's "
+                        f"capability ({cap}); a child queue cannot exceed its parent",
+                    )
                 )
     if org.capability is not None and org.capability.gpu:
         gpus = sum(org.capability.gpu.values())  # a Volcano Queue adds every GPU type up
@@ -141,15 +166,21 @@ def _children(org: Org, path: str) -> Iterator[str]:
             mine = sum(team.capability.gpu.values()) if team.capability else 0
             if mine > gpus:
                 yield (
-                    f"{path}.teams.{name}.capability.gpu: {mine} GPUs in all, more than the "
-                    f"org's {gpus}; a child queue cannot exceed its parent"
+                    FieldError(
+                        f"{path}.teams.{name}.capability.gpu",
+                        f"{mine} GPUs in all, more than the "
+                        f"org's {gpus}; a child queue cannot exceed its parent",
+                    )
                 )
     for what in ("guarantee", "deserved"):
         total = _sum([getattr(t, what).amounts() for t in org.teams.values()])
         for r, have, limit in _over(total, getattr(org, what).amounts()):
             yield (
-                f"{path}.teams: their {what}s add up to {have}, more than the org's "
-                f"{what}.{_field(r)} ({limit}); raise the org's or lower the teams'"
+                FieldError(
+                    f"{path}.teams",
+                    f"their {what}s add up to {have}, more than the org's "
+                    f"{what}.{_field(r)} ({limit}); raise the org's or lower the teams'",
+                )
             )
 
 
@@ -165,13 +196,16 @@ def _field(resource: str) -> str:
     return resource.replace("gpu:", "gpu.")
 
 
-def _gpu_types(cfg: PlatformConfig) -> Iterator[str]:
+def _gpu_types(cfg: PlatformConfig) -> Iterator[FieldError]:
     have = cfg.gpu_types()
     for path, q in _quotas(cfg):
         for what in ("guarantee", "deserved", "capability"):
             res = getattr(q, what)
             for t in sorted((res.gpu if res is not None else {}).keys() - have):
                 yield (
-                    f"{path}.{what}.gpu.{t}: no cluster has {t} GPUs (clusters have: "
-                    f"{', '.join(sorted(have)) or 'none'})"
+                    FieldError(
+                        f"{path}.{what}.gpu.{t}",
+                        f"no cluster has {t} GPUs (clusters have: "
+                        f"{', '.join(sorted(have)) or 'none'})",
+                    )
                 )

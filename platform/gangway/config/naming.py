@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 
 from gangway.config.schema import PlatformConfig, Topology
+from gangway.errors import FieldError
 
 __all__ = ["RESERVED_NAMESPACES", "name_problems", "topology_problems"]
 
@@ -30,7 +31,7 @@ def _bad_name(name: str, limit: int = 63) -> str | None:
     return None
 
 
-def name_problems(cfg: PlatformConfig) -> Iterator[str]:
+def name_problems(cfg: PlatformConfig) -> Iterator[FieldError]:
     """Every name is a valid Kubernetes name; each team is defined once; team namespaces stay
     clear of the system's, Argo's and MLflow's."""
     named = [
@@ -42,56 +43,69 @@ def name_problems(cfg: PlatformConfig) -> Iterator[str]:
     for path, name, limit in named:
         problem = _bad_name(name, limit)
         if problem:
-            yield f"{path}: {problem}"
+            yield FieldError(path, problem)
     for p in cfg.priority_classes:
         if p.startswith("system-"):
-            yield f"priority_classes.{p}: the 'system-' prefix is reserved by Kubernetes"
+            yield FieldError(
+                f"priority_classes.{p}", "the 'system-' prefix is reserved by Kubernetes"
+            )
     yield from _duplicate_teams(cfg)
     taken = RESERVED_NAMESPACES | {c.namespace for c in cfg.clusters.values()}
     taken |= {cfg.mlflow.service[1]}
     for view in cfg.team_views().values():
         if view.namespace in taken:
             yield (
-                f"team {view.name}: namespace {view.namespace!r} belongs to the system, Argo or "
-                "MLflow; give the team its own"
+                FieldError(
+                    f"team {view.name}",
+                    f"namespace {view.namespace!r} belongs to the system, Argo or "
+                    "MLflow; give the team its own",
+                )
             )
     for path, org in ((f"orgs.{o}", org) for o, org in cfg.orgs.items()):
         if not org.teams:
-            yield f"{path}.teams: an org needs at least one team (its queue has no other use)"
+            yield FieldError(
+                f"{path}.teams", "an org needs at least one team (its queue has no other use)"
+            )
 
 
-def _duplicate_teams(cfg: PlatformConfig) -> Iterator[str]:
+def _duplicate_teams(cfg: PlatformConfig) -> Iterator[FieldError]:
     seen: dict[str, str] = {}
     for path, _, team, _ in cfg.team_entries():
         if team in seen:
-            yield f"{path}: team {team!r} is already defined at {seen[team]}; rename one"
+            yield FieldError(path, f"team {team!r} is already defined at {seen[team]}; rename one")
         else:
             seen[team] = path
 
 
-def topology_problems(cfg: PlatformConfig) -> Iterator[str]:
+def topology_problems(cfg: PlatformConfig) -> Iterator[FieldError]:
     for name, cluster in cfg.clusters.items():
         yield from _topology(cluster.topology, f"clusters.{name}.topology")
 
 
-def _topology(topo: Topology, path: str) -> Iterator[str]:
+def _topology(topo: Topology, path: str) -> Iterator[FieldError]:
     if topo.labels and topo.hypernodes:
-        yield f"{path}: give labels or hypernodes, not both"
+        yield FieldError(path, "give labels or hypernodes, not both")
     if "kubernetes.io/hostname" in topo.labels.values():
-        yield f"{path}.labels: kubernetes.io/hostname is the node itself, added last; drop it"
+        yield FieldError(
+            f"{path}.labels", "kubernetes.io/hostname is the node itself, added last; drop it"
+        )
     if not topo.hypernodes:
         return
     lowest = min(h.tier for h in topo.hypernodes.values())
     for name, h in topo.hypernodes.items():
         problem = _bad_name(name, 253)
         if problem:
-            yield f"{path}.hypernodes.{name}: {problem}"
+            yield FieldError(f"{path}.hypernodes.{name}", problem)
         for i, member in enumerate(h.members):
             where = f"{path}.hypernodes.{name}.members[{i}]"
             child = topo.hypernodes.get(member)
             if h.tier == lowest and child is not None:
-                yield f"{where}: {member!r} is a HyperNode; tier {lowest} holds nodes"
+                yield FieldError(where, f"{member!r} is a HyperNode; tier {lowest} holds nodes")
             elif h.tier > lowest and child is None:
-                yield f"{where}: no HyperNode {member!r}; above tier {lowest}, members are those"
+                yield FieldError(
+                    where, f"no HyperNode {member!r}; above tier {lowest}, members are those"
+                )
             elif child is not None and child.tier >= h.tier:
-                yield f"{where}: {member!r} is tier {child.tier}; members are of lower tiers"
+                yield FieldError(
+                    where, f"{member!r} is tier {child.tier}; members are of lower tiers"
+                )

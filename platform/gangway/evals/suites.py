@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gangway.errors import PermanentError
+from gangway.errors import PermanentError, field_errors
 
 __all__ = ["Baseline", "EvalSuite", "Metric", "SuiteDataset", "load_suites", "suites_json"]
 
@@ -105,10 +105,7 @@ def load_suites(paths: Sequence[Path]) -> list[EvalSuite]:
         except yaml.YAMLError as e:
             raise PermanentError(f"{f}: not YAML ({e})") from None
         except ValidationError as e:
-            every = "; ".join(
-                f"{'.'.join(map(str, err['loc'])) or 'suite'}: {err['msg']}" for err in e.errors()
-            )
-            raise PermanentError(f"{f}: {every}") from None
+            raise PermanentError(f"{f}: {field_errors(e, root='suite')}") from None
     names = [s.name for s in suites]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

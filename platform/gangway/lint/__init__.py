@@ -36,7 +36,7 @@ from gangway.argo.scope import static_scope, workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
 from gangway.argo.template_defaults import merge_defaults
 from gangway.config import PlatformConfig, load_config
-from gangway.lint._findings import Finding
+from gangway.errors import FieldError
 from gangway.lint.argo_rules import TEMPLATE_KINDS, check_workflow
 from gangway.lint.crds import CrdSchemas
 from gangway.lint.platform_rules import check_pod, check_pod_fields, known_gpu_products
@@ -46,7 +46,7 @@ from gangway.lint.resources import ResourceContext, lint_resource
 from gangway.lint.structural import validate_structure
 from gangway.lint.team_rules import check_team
 
-__all__ = ["CrdSchemas", "Finding", "lint_manifest"]
+__all__ = ["CrdSchemas", "FieldError", "lint_manifest"]
 
 WORKFLOW_KINDS = {"Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow"}
 
@@ -57,7 +57,7 @@ def lint_manifest(
     config: PlatformConfig | None = None,
     *,
     platform: bool = True,
-) -> list[Finding]:
+) -> list[FieldError]:
     """Every finding for one manifest (errors and warnings), in a stable order.
 
     ``schemas=None`` skips the structural check against the CRDs (the rest needs no cluster);
@@ -94,7 +94,7 @@ def lint_manifest(
 
 def _check_template_pod(
     t: Mapping[str, Any], tp: str, base: str, ctx: ResourceContext, name: str
-) -> list[Finding]:
+) -> list[FieldError]:
     """The platform's pod rules for every container of a template's pod (main, sidecars,
     init containers, a containerSet's), on the pod Argo makes of it: ``spec.templateDefaults``
     merged in, the values known before the run filled in (so ``-p`` values are checked as
@@ -152,7 +152,7 @@ def _fill_tree(obj: Any, scope: Mapping[str, str]) -> Any:
     return obj
 
 
-def _dedupe(findings: list[Finding]) -> list[Finding]:
+def _dedupe(findings: list[FieldError]) -> list[FieldError]:
     """One finding per (object, field): the schema and Argo's rules may both catch a value."""
     seen: set[tuple[str, str]] = set()
     out = []

@@ -1,24 +1,21 @@
-"""What lint reports: one finding per problem, with the object, the field path and a fix."""
+"""What lint reports: a :class:`~gangway.errors.FieldError` per problem — the object, the field
+path and a fix — made by :func:`finding` in lint's own argument order."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Finding", "path_str"]
+from gangway.errors import FieldError
+
+__all__ = ["finding", "path_str"]
 
 
-@dataclass(frozen=True)
-class Finding:
-    """``obj`` names the object (``WorkflowTemplate/x``, ``Volcano Job in template train``)."""
-
-    obj: str
-    path: str
-    message: str
-    severity: Literal["error", "warning"] = "error"
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.obj}: {self.path or '(root)'}: {self.message}"
+def finding(
+    obj: str, path: str, message: str, severity: Literal["error", "warning"] = "error"
+) -> FieldError:
+    """A lint finding: ``obj`` names the object (``WorkflowTemplate/x``, ``Volcano Job in
+    template train``), ``path`` the field in it, ``message`` what is wrong and what to do."""
+    return FieldError(path, message, obj=obj, severity=severity)
 
 
 def path_str(parts: object) -> str:

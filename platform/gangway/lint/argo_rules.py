@@ -12,7 +12,8 @@ from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.retries import RETRY_POLICIES
 from gangway.argo.scope import workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
-from gangway.lint._findings import Finding
+from gangway.errors import FieldError
+from gangway.lint._findings import finding
 
 __all__ = ["TEMPLATE_KINDS", "check_workflow"]
 
@@ -57,11 +58,11 @@ def _refs(text: str) -> Iterator[tuple[str, str | None, str]]:
             )
 
 
-def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
+def check_workflow(obj: Mapping[str, Any], name: str) -> list[FieldError]:
     """Names, references, DAG shape, retry policies and resource conditions."""
     spec = workflow_spec(obj)
     base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
-    out: list[Finding] = []
+    out: list[FieldError] = []
     undeclared: Literal["error", "warning"] = (
         "warning" if obj.get("kind") in TEMPLATE_KINDS else "error"
     )
@@ -70,12 +71,12 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
     wf_params.add("json")  # {{workflow.parameters.json}}: all of them, as JSON
     entry = spec.get("entrypoint")
     if entry and entry not in templates and not spec.get("workflowTemplateRef"):
-        out.append(Finding(name, f"{base}.entrypoint", f"template {entry!r} does not exist"))
+        out.append(finding(name, f"{base}.entrypoint", f"template {entry!r} does not exist"))
     for i, t in enumerate(spec.get("templates") or []):
         tp = f"{base}.templates[{i}]"
         if not _NAME.match(str(t.get("name", ""))):
             out.append(
-                Finding(
+                finding(
                     name,
                     f"{tp}.name",
                     f"invalid template name {t.get('name')!r}: "
@@ -88,7 +89,7 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
             for family, _task, ref in _refs(text):
                 if family == "inputs.parameters" and ref not in inputs:
                     out.append(
-                        Finding(
+                        finding(
                             name,
                             path,
                             f"{{{{inputs.parameters.{ref}}}}} is not "
@@ -102,7 +103,7 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[Finding]:
         for cond in ("successCondition", "failureCondition"):
             problem = _condition_problem(str(res[cond])) if res.get(cond) else None
             if problem:
-                out.append(Finding(name, f"{tp}.resource.{cond}", problem))
+                out.append(finding(name, f"{tp}.resource.{cond}", problem))
         if "dag" in t:
             out += _check_dag(t, tp, templates, (wf_params, undeclared), name)
     return out
@@ -126,16 +127,16 @@ def _condition_problem(condition: str) -> str | None:
 
 def _undeclared_workflow_parameter(
     ref: str, path: str, name: str, severity: Literal["error", "warning"]
-) -> Finding:
+) -> FieldError:
     if severity == "warning":
-        return Finding(
+        return finding(
             name,
             path,
             f"{{{{workflow.parameters.{ref}}}}} is not declared here (spec.arguments."
             "parameters): the Workflow that uses this template must supply it",
             "warning",
         )
-    return Finding(
+    return finding(
         name,
         path,
         f"{{{{workflow.parameters.{ref}}}}} is not a workflow parameter "
@@ -143,14 +144,14 @@ def _undeclared_workflow_parameter(
     )
 
 
-def _check_retry(rs: Mapping[str, Any] | None, path: str, name: str) -> list[Finding]:
+def _check_retry(rs: Mapping[str, Any] | None, path: str, name: str) -> list[FieldError]:
     if not rs:
         return []
     out = []
     policy = rs.get("retryPolicy")
     if policy is not None and policy not in RETRY_POLICIES:
         out.append(
-            Finding(
+            finding(
                 name,
                 f"{path}.retryPolicy",
                 f"{policy!r} is not one of {', '.join(sorted(RETRY_POLICIES))}",
@@ -160,7 +161,7 @@ def _check_retry(rs: Mapping[str, Any] | None, path: str, name: str) -> list[Fin
     if limit is not None and not (
         isinstance(limit, int) or str(limit).isdigit() or "{{" in str(limit)
     ):
-        out.append(Finding(name, f"{path}.limit", f"{limit!r} is not a number"))
+        out.append(finding(name, f"{path}.limit", f"{limit!r} is not a number"))
     return out
 
 
@@ -170,10 +171,10 @@ def _check_dag(
     templates: Mapping[Any, Any],
     params: tuple[set[Any], Literal["error", "warning"]],
     name: str,
-) -> list[Finding]:
+) -> list[FieldError]:
     """``params``: the declared workflow parameters, and the severity of an undeclared one."""
     wf_params, undeclared = params
-    out: list[Finding] = []
+    out: list[FieldError] = []
     tasks = (t.get("dag") or {}).get("tasks") or []
     by_name = {task.get("name"): task for task in tasks}
     graph: dict[str, set[str]] = {}
@@ -181,21 +182,21 @@ def _check_dag(
         path = f"{tp}.dag.tasks[{j}]"
         tname = str(task.get("name", ""))
         if not _NAME.match(tname):
-            out.append(Finding(name, f"{path}.name", f"invalid task name {tname!r}"))
+            out.append(finding(name, f"{path}.name", f"invalid task name {tname!r}"))
         if task.get("template") and task["template"] not in templates:
             out.append(
-                Finding(name, f"{path}.template", f"template {task['template']!r} does not exist")
+                finding(name, f"{path}.template", f"template {task['template']!r} does not exist")
             )
         field = f"{path}.depends" if task.get("depends") else f"{path}.dependencies"
         try:
             deps = set(task_depends(task, where=f"task {tname!r}").tasks)
         except UnsupportedConstruct as e:
-            out.append(Finding(name, field, str(e)))
+            out.append(finding(name, field, str(e)))
             deps = set()
         for d in sorted(deps):
             if d not in by_name:
                 out.append(
-                    Finding(
+                    finding(
                         name,
                         field,
                         f"depends on task {d!r}, which does not exist in this DAG",
@@ -210,7 +211,7 @@ def _check_dag(
                     out += _check_task_output(ref_task, ref, by_name, templates, spath, name)
     cycle = _cycle(graph)
     if cycle:
-        out.append(Finding(name, f"{tp}.dag", "dependency cycle: " + " -> ".join(cycle)))
+        out.append(finding(name, f"{tp}.dag", "dependency cycle: " + " -> ".join(cycle)))
     return out
 
 
@@ -221,15 +222,15 @@ def _check_task_output(
     templates: Mapping[Any, Any],
     path: str,
     name: str,
-) -> list[Finding]:
+) -> list[FieldError]:
     if task not in by_name:
-        return [Finding(name, path, f"refers to outputs of task {task!r}, which does not exist")]
+        return [finding(name, path, f"refers to outputs of task {task!r}, which does not exist")]
     tmpl = templates.get(by_name[task].get("template")) or by_name[task].get("inline")
     if tmpl is None:  # a templateRef: its outputs are in another WorkflowTemplate
         return []
     outs = {p.get("name") for p in (tmpl.get("outputs") or {}).get("parameters") or []}
     if param not in outs:
-        return [Finding(name, path, f"task {task!r} has no output parameter {param!r}")]
+        return [finding(name, path, f"task {task!r} has no output parameter {param!r}")]
     return []
 
 

@@ -8,7 +8,8 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gangway.lint._findings import Finding
+from gangway.errors import FieldError
+from gangway.lint._findings import finding
 from gangway.step.torchrun import count_problem
 from gangway.units import (
     GPU_PRODUCT_LABEL,
@@ -49,13 +50,13 @@ def known_gpu_products(cfg: PlatformConfig) -> frozenset[str]:
     )
 
 
-def check_gang(job: Mapping[str, Any], name: str) -> list[Finding]:
+def check_gang(job: Mapping[str, Any], name: str) -> list[FieldError]:
     """Gang rule: minAvailable equals the pod count, so the whole gang is admitted or none
     (:func:`gangway.volcano.gang_problems`)."""
-    return [Finding(name, path, message) for path, message in gang_problems(job)]
+    return [finding(name, path, message) for path, message in gang_problems(job)]
 
 
-def check_launch(container: Mapping[str, Any], path: str, name: str) -> list[Finding]:
+def check_launch(container: Mapping[str, Any], path: str, name: str) -> list[FieldError]:
     """Gang rule: the torchrun counts a gang pod starts with are positive (torchrun asserts
     otherwise, and an assertion reads as a lost peer, so the gang would restart in vain);
     the launcher's own rule (:func:`gangway.step.torchrun.count_problem`)."""
@@ -66,7 +67,7 @@ def check_launch(container: Mapping[str, Any], path: str, name: str) -> list[Fin
         problem = None if "$(" in value else count_problem(key, value)
         if problem is not None:
             field, index = ("command", i) if i < len(command) else ("args", i - len(command))
-            out.append(Finding(name, f"{path}.{field}[{index}]", f"{arg}: {problem}"))
+            out.append(finding(name, f"{path}.{field}[{index}]", f"{arg}: {problem}"))
     return out
 
 
@@ -86,13 +87,13 @@ def check_pod(
     *,
     gang: bool = False,
     gpu_products: Collection[str] = (),
-) -> list[Finding]:
+) -> list[FieldError]:
     """Pod Security "restricted", GPU placement and secrets-by-reference for one pod, as it
     will be submitted (its values filled in).
 
     ``gang``: the pod is one of a Volcano Job's, which may add IPC_LOCK for RDMA;
     ``gpu_products``: the ``nvidia.com/gpu.product`` values the platform config knows."""
-    out: list[Finding] = []
+    out: list[FieldError] = []
     pod_sc = pod.get("securityContext") or {}
     for c, cpath in zip(containers, container_paths, strict=True):
         out += list(_restricted(c, pod_sc, cpath, name, gang=gang))
@@ -105,19 +106,19 @@ def check_pod(
     return out
 
 
-def check_pod_fields(pod: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:
+def check_pod_fields(pod: Mapping[str, Any], path: str, name: str) -> Iterator[FieldError]:
     """Pod Security "restricted" on the pod's own fields: no hostPath volume, no host
     network, PID or IPC namespace."""
     for i, v in enumerate(pod.get("volumes") or []):
         if isinstance(v, Mapping) and "hostPath" in v:
-            yield Finding(
+            yield finding(
                 name,
                 f"{path}.volumes[{i}].hostPath",
                 "hostPath volumes are not allowed (Pod Security restricted); use emptyDir or a PVC",
             )
     for key in ("hostNetwork", "hostPID", "hostIPC"):
         if pod.get(key):
-            yield Finding(name, f"{path}.{key}", "not allowed (Pod Security restricted)")
+            yield finding(name, f"{path}.{key}", "not allowed (Pod Security restricted)")
 
 
 def _gpu_quantities(containers: list[Mapping[str, Any]]) -> list[str]:
@@ -136,7 +137,7 @@ def _wants_gpus(quantities: list[str]) -> bool:
 
 def _gpu_product(
     quantities: list[str], pod: Mapping[str, Any], path: str, name: str, known: Collection[str]
-) -> Iterator[Finding]:
+) -> Iterator[FieldError]:
     """GPU placement: a GPU pod selects its GPU type by the label GPU feature discovery puts
     on GPU nodes; the value names a product (an empty one matches no node; one the platform
     config does not know may be a typo, or a cluster the config does not describe)."""
@@ -144,7 +145,7 @@ def _gpu_product(
     wants = _wants_gpus(quantities)
     if GPU_PRODUCT_LABEL not in selector:
         if wants:
-            yield Finding(
+            yield finding(
                 name,
                 f"{path}.nodeSelector",
                 f"requests {GPU} but does not select "
@@ -157,14 +158,14 @@ def _gpu_product(
     products = ", ".join(sorted(known))
     if not value.strip():
         fix = f"name the GPU product ({products})" if known else "name the GPU product"
-        yield Finding(
+        yield finding(
             name,
             where,
             f"is empty: an empty value matches no node, so the pod would never be scheduled; "
             f"{fix}{'' if wants else ', or remove the selector: the pod requests no GPUs'}",
         )
     elif known and "{{" not in value and value not in known:
-        yield Finding(
+        yield finding(
             name,
             where,
             f"{value!r} is not a GPU product the platform config knows ({products}): no node "
@@ -176,7 +177,7 @@ def _gpu_product(
 
 def _gpu_taint(
     quantities: list[str], pod: Mapping[str, Any], path: str, name: str
-) -> Iterator[Finding]:
+) -> Iterator[FieldError]:
     """Only GPU pods tolerate the GPU taint (key ``nvidia.com/gpu``): a pod that tolerates it
     and requests no GPUs can be scheduled onto a GPU node and hold its CPU and memory while
     GPU pods wait. A toleration with operator Exists and no key tolerates every taint."""
@@ -186,7 +187,7 @@ def _gpu_taint(
         key = str(t.get("key") or "")
         if key == GPU_TAINT or (not key and t.get("operator") == "Exists"):
             every = "" if key else " (operator Exists with no key tolerates every taint)"
-            yield Finding(
+            yield finding(
                 name,
                 f"{path}.tolerations[{i}]",
                 "tolerates the GPU taint but requests no GPUs: it could occupy a GPU node; "
@@ -196,30 +197,30 @@ def _gpu_taint(
 
 def _restricted(
     c: Mapping[str, Any], pod_sc: Mapping[str, Any], path: str, name: str, *, gang: bool
-) -> Iterator[Finding]:
+) -> Iterator[FieldError]:
     """Kubernetes Pod Security Standards, "restricted" profile (capabilities: see
     :func:`_capabilities`)."""
     sc = c.get("securityContext") or {}
     where = f"{path}.securityContext"
     if sc.get("privileged"):
-        yield Finding(name, f"{where}.privileged", "privileged containers are not allowed")
+        yield finding(name, f"{where}.privileged", "privileged containers are not allowed")
     if sc.get("allowPrivilegeEscalation") is not False:
-        yield Finding(name, f"{where}.allowPrivilegeEscalation", "must be false")
+        yield finding(name, f"{where}.allowPrivilegeEscalation", "must be false")
     if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
-        yield Finding(name, f"{where}.capabilities.drop", "must include ALL")
+        yield finding(name, f"{where}.capabilities.drop", "must include ALL")
     yield from _capabilities(c, f"{where}.capabilities.add", name, gang=gang)
     # Pod Security "restricted": neither level may say false, and one of them must say true.
     if sc.get("runAsNonRoot") is False:
-        yield Finding(name, f"{where}.runAsNonRoot", "must be true (it says false)")
+        yield finding(name, f"{where}.runAsNonRoot", "must be true (it says false)")
     elif pod_sc.get("runAsNonRoot") is False:
-        yield Finding(name, f"{where}.runAsNonRoot", "the pod's says false: must be true")
+        yield finding(name, f"{where}.runAsNonRoot", "the pod's says false: must be true")
     elif not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
-        yield Finding(name, f"{where}.runAsNonRoot", "must be true (here or on the pod)")
+        yield finding(name, f"{where}.runAsNonRoot", "must be true (here or on the pod)")
     if sc.get("runAsUser") == 0 or pod_sc.get("runAsUser") == 0:
-        yield Finding(name, f"{where}.runAsUser", "must not be 0 (root)")
+        yield finding(name, f"{where}.runAsUser", "must not be 0 (root)")
     seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
     if seccomp not in ("RuntimeDefault", "Localhost"):
-        yield Finding(
+        yield finding(
             name,
             f"{where}.seccompProfile.type",
             "must be RuntimeDefault or Localhost (here or on the pod)",
@@ -233,7 +234,9 @@ def _has_rdma(c: Mapping[str, Any]) -> bool:
     return any(is_rdma_resource(str(k)) and str(q).strip() != "0" for k, q in limits.items())
 
 
-def _capabilities(c: Mapping[str, Any], where: str, name: str, *, gang: bool) -> Iterator[Finding]:
+def _capabilities(
+    c: Mapping[str, Any], where: str, name: str, *, gang: bool
+) -> Iterator[FieldError]:
     """Pod Security "restricted": add nothing but NET_BIND_SERVICE. The platform's one
     exception (docs/gpu-clusters.md): IPC_LOCK, in a gang pod's container that has an RDMA
     device, so that ibverbs may pin the memory NCCL registers; a warning says what the
@@ -245,7 +248,7 @@ def _capabilities(c: Mapping[str, Any], where: str, name: str, *, gang: bool) ->
     if IPC_LOCK in added and rdma:
         added.discard(IPC_LOCK)
         if not added:
-            yield Finding(name, where, _IPC_LOCK_NOTE, "warning")
+            yield finding(name, where, _IPC_LOCK_NOTE, "warning")
             return
     if not added:
         return
@@ -256,28 +259,28 @@ def _capabilities(c: Mapping[str, Any], where: str, name: str, *, gang: bool) ->
             f"; IPC_LOCK is allowed only in a gang pod (a Volcano Job's) whose container has "
             f"an RDMA device in resources.limits ({RDMA_RESOURCE_NAMES}), and {missing}"
         )
-    yield Finding(
+    yield finding(
         name,
         where,
         f"{sorted(added)} not allowed (Pod Security restricted adds only NET_BIND_SERVICE){why}",
     )
 
 
-def _negative_resources(c: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:
+def _negative_resources(c: Mapping[str, Any], path: str, name: str) -> Iterator[FieldError]:
     """Resource quantities are never negative (a negative GPU count would skip the GPU rules)."""
     for kind in ("requests", "limits"):
         for res, q in ((c.get("resources") or {}).get(kind) or {}).items():
             if str(q).strip().startswith("-"):
-                yield Finding(
+                yield finding(
                     name, f"{path}.resources.{kind}.{res}", f"{q!r}: a quantity cannot be negative"
                 )
 
 
-def _secrets(c: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:
+def _secrets(c: Mapping[str, Any], path: str, name: str) -> Iterator[FieldError]:
     """Secrets only by reference: no literal values for secret-looking variables."""
     for i, e in enumerate(c.get("env") or []):
         if _SECRETISH.search(str(e.get("name", ""))) and e.get("value"):
-            yield Finding(
+            yield finding(
                 name,
                 f"{path}.env[{i}].value",
                 f"{e['name']} looks like a secret given as a literal; use valueFrom.secretKeyRef",

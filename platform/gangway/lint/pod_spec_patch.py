@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from gangway.lint._findings import Finding
+from gangway.errors import FieldError
+from gangway.lint._findings import finding
 from gangway.lint.platform_rules import check_pod, check_pod_fields
 
 __all__ = ["check_pod_spec_patch"]
@@ -25,7 +26,7 @@ EXECUTOR_CONTAINERS = frozenset({"main", "init", "wait"})
 
 def check_pod_spec_patch(
     text: str, path: str, name: str, known: Collection[str], fill: Any
-) -> list[Finding]:
+) -> list[FieldError]:
     """Findings for the podSpecPatch ``text`` at ``path``: ``known`` are the names of the
     pod's containers; ``fill`` fills a string's known placeholders."""
     try:
@@ -34,7 +35,7 @@ def check_pod_spec_patch(
         patch = None
     if not isinstance(patch, Mapping):
         return [
-            Finding(
+            finding(
                 name,
                 path,
                 "could not be read as a pod spec patch (JSON or YAML), so the containers it "
@@ -56,40 +57,40 @@ def check_pod_spec_patch(
     return out
 
 
-def _pod_level(patch: Mapping[str, Any], path: str, name: str) -> Iterator[Finding]:
+def _pod_level(patch: Mapping[str, Any], path: str, name: str) -> Iterator[FieldError]:
     yield from check_pod_fields(patch, path, name)
     sc = patch.get("securityContext") or {}
     if isinstance(sc, Mapping):
         yield from _identity(sc, f"{path}.securityContext", name)
 
 
-def _identity(sc: Mapping[str, Any], where: str, name: str) -> Iterator[Finding]:
+def _identity(sc: Mapping[str, Any], where: str, name: str) -> Iterator[FieldError]:
     if sc.get("runAsNonRoot") is False:
-        yield Finding(name, f"{where}.runAsNonRoot", "must not be false (Pod Security restricted)")
+        yield finding(name, f"{where}.runAsNonRoot", "must not be false (Pod Security restricted)")
     if sc.get("runAsUser") == 0:
-        yield Finding(name, f"{where}.runAsUser", "must not be 0 (root)")
+        yield finding(name, f"{where}.runAsUser", "must not be 0 (root)")
     seccomp = (sc.get("seccompProfile") or {}).get("type")
     if seccomp is not None and seccomp not in ("RuntimeDefault", "Localhost"):
-        yield Finding(name, f"{where}.seccompProfile.type", "must be RuntimeDefault or Localhost")
+        yield finding(name, f"{where}.seccompProfile.type", "must be RuntimeDefault or Localhost")
 
 
-def _set_values(sc: Mapping[str, Any], cpath: str, name: str) -> Iterator[Finding]:
+def _set_values(sc: Mapping[str, Any], cpath: str, name: str) -> Iterator[FieldError]:
     """What a patch sets in a container's securityContext that "restricted" forbids."""
     where = f"{cpath}.securityContext"
     if not isinstance(sc, Mapping):
         return
     if sc.get("privileged"):
-        yield Finding(name, f"{where}.privileged", "privileged containers are not allowed")
+        yield finding(name, f"{where}.privileged", "privileged containers are not allowed")
     if sc.get("allowPrivilegeEscalation") is True:
-        yield Finding(name, f"{where}.allowPrivilegeEscalation", "must be false")
+        yield finding(name, f"{where}.allowPrivilegeEscalation", "must be false")
     caps = sc.get("capabilities") or {}
     added = sorted(set(caps.get("add") or []) - {"NET_BIND_SERVICE"})
     if added:
-        yield Finding(
+        yield finding(
             name,
             f"{where}.capabilities.add",
             f"{added} not allowed (Pod Security restricted adds only NET_BIND_SERVICE)",
         )
     if "drop" in caps and "ALL" not in (caps.get("drop") or []):
-        yield Finding(name, f"{where}.capabilities.drop", "must include ALL")
+        yield finding(name, f"{where}.capabilities.drop", "must include ALL")
     yield from _identity(sc, where, name)

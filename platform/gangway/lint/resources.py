@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from gangway.argo.manifests import fill_manifest
 from gangway.argo.scope import static_scope
 from gangway.argo.substitution import PLACEHOLDER
-from gangway.errors import PermanentError
-from gangway.lint._findings import Finding
+from gangway.errors import FieldError, PermanentError
+from gangway.lint._findings import finding
 from gangway.lint.platform_rules import check_gang, check_launch, check_pod
 from gangway.lint.structural import validate_structure
 from gangway.volcano.gang import is_job, pod_specs
@@ -50,7 +50,7 @@ class ResourceContext:
     """A WorkflowTemplate: workflow parameters it does not declare may come with the Workflow."""
 
 
-def lint_resource(template: Mapping[str, Any], tp: str, ctx: ResourceContext) -> list[Finding]:
+def lint_resource(template: Mapping[str, Any], tp: str, ctx: ResourceContext) -> list[FieldError]:
     """Every finding for the manifest of the resource template ``template`` (at ``tp``)."""
     res = template.get("resource") or {}
     manifest = str(res.get("manifest") or "")
@@ -64,7 +64,7 @@ def lint_resource(template: Mapping[str, Any], tp: str, ctx: ResourceContext) ->
     try:
         obj = fill_manifest(manifest, scope, where="")
     except PermanentError as e:
-        return [Finding(where, at, str(e))]
+        return [finding(where, at, str(e))]
     action = str(res.get("action") or "")
     flags = [str(f) for f in res.get("flags") or []]
     if action == "patch":
@@ -75,7 +75,7 @@ def lint_resource(template: Mapping[str, Any], tp: str, ctx: ResourceContext) ->
     if action in ("get", "delete"):
         return _names_object(obj, flags, where, at, action)
     if not isinstance(obj, dict):
-        return [Finding(where, at, "is not a Kubernetes object")]
+        return [finding(where, at, "is not a Kubernetes object")]
     return _created(obj, template, ctx)
 
 
@@ -93,13 +93,13 @@ def _identity(obj: Mapping[str, Any]) -> list[str]:
     return [k for k, ok in [*have.items(), ("metadata.name", named)] if not ok]
 
 
-def _names_object(obj: Any, flags: list[str], where: str, at: str, action: str) -> list[Finding]:
+def _names_object(obj: Any, flags: list[str], where: str, at: str, action: str) -> list[FieldError]:
     if not isinstance(obj, dict):
-        return [Finding(where, at, f"is not a Kubernetes object: {action} needs one to name")]
+        return [finding(where, at, f"is not a Kubernetes object: {action} needs one to name")]
     missing = _identity(obj)
     if missing and not flags:
         return [
-            Finding(
+            finding(
                 where,
                 at,
                 f"kubectl {action} -f reads which object from the manifest: add "
@@ -109,11 +109,11 @@ def _names_object(obj: Any, flags: list[str], where: str, at: str, action: str) 
     return []
 
 
-def _json_patch(obj: Any, flags: list[str], where: str, at: str) -> list[Finding]:
-    out: list[Finding] = []
+def _json_patch(obj: Any, flags: list[str], where: str, at: str) -> list[FieldError]:
+    out: list[FieldError] = []
     if not isinstance(obj, list):
         return [
-            Finding(
+            finding(
                 where,
                 at,
                 "mergeStrategy json: the manifest is a JSON patch, a list of operations "
@@ -123,13 +123,13 @@ def _json_patch(obj: Any, flags: list[str], where: str, at: str) -> list[Finding
     for i, op in enumerate(obj):
         if not isinstance(op, dict) or op.get("op") not in JSON_PATCH_OPS:
             out.append(
-                Finding(where, f"{at}[{i}].op", f"must be one of {', '.join(JSON_PATCH_OPS)}")
+                finding(where, f"{at}[{i}].op", f"must be one of {', '.join(JSON_PATCH_OPS)}")
             )
         elif not str(op.get("path", "")).startswith("/"):
-            out.append(Finding(where, f"{at}[{i}].path", "must be a JSON pointer (/a/b)"))
+            out.append(finding(where, f"{at}[{i}].path", "must be a JSON pointer (/a/b)"))
     if not flags:
         out.append(
-            Finding(
+            finding(
                 where,
                 at,
                 "a JSON patch does not name its object: give its kind and name in flags "
@@ -141,14 +141,14 @@ def _json_patch(obj: Any, flags: list[str], where: str, at: str) -> list[Finding
 
 def _partial(
     obj: Any, flags: list[str], where: str, at: str, ctx: ResourceContext, action: str
-) -> list[Finding]:
+) -> list[FieldError]:
     if not isinstance(obj, dict):
-        return [Finding(where, at, "a merge patch is a partial object (a mapping)")]
+        return [finding(where, at, "a merge patch is a partial object (a mapping)")]
     if not obj.get("kind"):
         if flags:
             return []  # kubectl patch FLAGS --patch-file: the flags name the object
         return [
-            Finding(
+            finding(
                 where,
                 at,
                 "the patch does not name its object: add apiVersion, kind and metadata.name, "
@@ -157,7 +157,7 @@ def _partial(
         ]
     missing = [m for m in _identity(obj) if m != "kind"]
     if missing and not flags:
-        return [Finding(where, at, f"kubectl {action} -f needs {', '.join(missing)}; add it")]
+        return [finding(where, at, f"kubectl {action} -f needs {', '.join(missing)}; add it")]
     name = f"{obj.get('kind')} patch in {where.removeprefix('resource in ')}"
     if ctx.schemas is None:
         return []
@@ -166,7 +166,7 @@ def _partial(
 
 def _created(
     job: dict[str, Any], template: Mapping[str, Any], ctx: ResourceContext
-) -> list[Finding]:
+) -> list[FieldError]:
     name = f"{job.get('kind')} in template {template.get('name')}"
     findings = validate_structure(job, ctx.schemas, name) if ctx.schemas is not None else []
     if ctx.platform and is_job(job):

@@ -8,8 +8,8 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
-from gangway.errors import describe
-from gangway.lint._findings import Finding, path_str
+from gangway.errors import FieldError, describe
+from gangway.lint._findings import finding, path_str
 from gangway.lint.core_kinds import KUBERNETES_VERSION, core_validator
 from gangway.lint.crds import CrdSchemas
 
@@ -54,7 +54,7 @@ def _message(err: ValidationError) -> tuple[str, str]:
 
 def validate_structure(
     obj: dict[str, Any], schemas: CrdSchemas, name: str, *, partial: bool = False
-) -> list[Finding]:
+) -> list[FieldError]:
     """Every schema violation of ``obj``, each with its field path; a warning when no schema
     knows its kind (its fields are then not checked). ``partial``: ``obj`` is a merge patch,
     whose fields must be the kind's but none is required."""
@@ -62,7 +62,7 @@ def validate_structure(
     validator = schemas.validator(*key) or core_validator(*key)
     if validator is None:
         return [
-            Finding(
+            finding(
                 name,
                 "apiVersion",
                 f"no schema for apiVersion {key[0]!r} kind {key[1]!r}: no CRD for it in "
@@ -82,5 +82,5 @@ def validate_structure(
         errors = [e for e in errors if e.validator != "required"]
     for err in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
         path, msg = _message(err)
-        findings.append(Finding(name, path, msg))
+        findings.append(finding(name, path, msg))
     return findings

@@ -10,14 +10,15 @@ from typing import Any
 from gangway.argo.scope import workflow_spec
 from gangway.config import PlatformConfig
 from gangway.contract import PRIORITY_CLASS_PARAM, QUEUE_LABEL, TEAM_LABEL
-from gangway.lint._findings import Finding
+from gangway.errors import FieldError
+from gangway.lint._findings import finding
 
 __all__ = ["check_team"]
 
 IMAGE_PARAM = "image"
 
 
-def check_team(obj: Mapping[str, Any], name: str, cfg: PlatformConfig) -> list[Finding]:
+def check_team(obj: Mapping[str, Any], name: str, cfg: PlatformConfig) -> list[FieldError]:
     """Findings for a workflow labelled with a team (others are not Gangway's to judge)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     team = labels.get(TEAM_LABEL)
@@ -27,7 +28,7 @@ def check_team(obj: Mapping[str, Any], name: str, cfg: PlatformConfig) -> list[F
     if team not in views:
         known = ", ".join(views)
         return [
-            Finding(
+            finding(
                 name,
                 f"metadata.labels.{TEAM_LABEL}",
                 f"team {team!r} is not in the platform config; teams: {known}",
@@ -37,7 +38,7 @@ def check_team(obj: Mapping[str, Any], name: str, cfg: PlatformConfig) -> list[F
     out = []
     if labels.get(QUEUE_LABEL, view.queue) != view.queue:
         out.append(
-            Finding(
+            finding(
                 name,
                 f"metadata.labels.{QUEUE_LABEL}",
                 f"is {labels[QUEUE_LABEL]!r}; team {team}'s queue is {view.queue!r}",
@@ -48,7 +49,7 @@ def check_team(obj: Mapping[str, Any], name: str, cfg: PlatformConfig) -> list[F
 
 def _parameters(
     obj: Mapping[str, Any], name: str, allowed: list[str], registries: list[str]
-) -> Iterator[Finding]:
+) -> Iterator[FieldError]:
     base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
     params = (workflow_spec(obj).get("arguments") or {}).get("parameters") or []
     for i, p in enumerate(params):
@@ -56,14 +57,14 @@ def _parameters(
         if "{{" in value:
             continue
         if p.get("name") == PRIORITY_CLASS_PARAM and value not in allowed:
-            yield Finding(
+            yield finding(
                 name,
                 path,
                 f"priority class {value!r} is not allowed for this team; use one of "
                 + ", ".join(allowed),
             )
         if p.get("name") == IMAGE_PARAM and not any(value.startswith(r) for r in registries):
-            yield Finding(
+            yield finding(
                 name,
                 path,
                 f"image {value!r} is not from an allowed registry (" + ", ".join(registries) + ")",

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gangway.argo.references import declared_parameters
-from gangway.errors import PermanentError, closest
-from gangway.lint import CrdSchemas, Finding, lint_manifest
+from gangway.errors import FieldError, PermanentError, closest
+from gangway.lint import CrdSchemas, lint_manifest
+from gangway.lint._findings import finding
 from gangway.params import check_values as typed_problems
 from gangway.workflows.compiler import check_parameter_names
 
@@ -31,7 +32,7 @@ class ValueFinding:
     """A lint error that appears only with the supplied values, and the parameters causing it."""
 
     parameters: tuple[str, ...]
-    finding: Finding
+    finding: FieldError
     sources: Mapping[str, str] = field(default_factory=dict)
     """How a parameter was set when not by ``-p`` (e.g. ``storage-root`` from --state-dir)."""
 
@@ -79,7 +80,7 @@ def with_values(obj: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, 
 
 def _errors(
     obj: Mapping[str, Any], schemas: CrdSchemas | None, platform: bool
-) -> dict[tuple[str, str], Finding]:
+) -> dict[tuple[str, str], FieldError]:
     found = lint_manifest(obj, schemas, platform=platform)
     return {(f.obj, f.path): f for f in found if f.severity == "error"}
 
@@ -98,12 +99,12 @@ def check_values(
         return []
     declared = declared_parameters(dict(obj))
     typed = [
-        ValueFinding((k,), Finding("", f"parameter {k}", _unknown(k, declared)))
+        ValueFinding((k,), finding("", f"parameter {k}", _unknown(k, declared)))
         for k in values
         if k not in declared
     ]
     typed += [
-        ValueFinding((k,), Finding("", f"parameter {k}", why))
+        ValueFinding((k,), finding("", f"parameter {k}", why))
         for k, why in typed_problems(obj, values)
     ]
     if typed:  # a value of the wrong type or out of range: say so before any manifest is filled
@@ -113,7 +114,7 @@ def check_values(
     # Argo expands a placeholder inside a value where the value lands (inputs of a template,
     # then its manifest): a value must not carry one, or it escapes every check here.
     nested = [
-        ValueFinding((k,), Finding("", f"parameter {k}", NESTED))  # the value, not a manifest
+        ValueFinding((k,), finding("", f"parameter {k}", NESTED))  # the value, not a manifest
         for k, v in changed.items()
         if "{{" in v
     ]

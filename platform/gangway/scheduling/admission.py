@@ -27,7 +27,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from gangway.errors import closest
+from gangway.errors import FieldError, closest
 from gangway.scheduling.capacity import Assignment, ClusterView, assign, fit, pod_shape
 from gangway.scheduling.preemption import Preemption, over_capability, plan_preemption
 from gangway.scheduling.snapshot.cluster_state import Snapshot
@@ -37,7 +37,6 @@ __all__ = [
     "MAX_PODS",
     "ClusterDecision",
     "Decision",
-    "Problem",
     "Verdict",
     "admit",
     "admit_in",
@@ -59,17 +58,6 @@ class Verdict(IntEnum):
 
     def __str__(self) -> str:
         return self.name.lower()
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Why a workload is rejected: the field to change and what to change it to."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -96,7 +84,7 @@ class Decision:
     workload: Workload
     """With its queue and priority class resolved."""
     verdict: Verdict
-    problems: tuple[Problem, ...] = ()
+    problems: tuple[FieldError, ...] = ()
     clusters: tuple[ClusterDecision, ...] = ()
 
     @property
@@ -123,45 +111,45 @@ def views(snapshot: Snapshot) -> dict[str, ClusterView]:
     return built
 
 
-def _resolve(w: Workload, snap: Snapshot) -> tuple[Workload, list[Problem]]:
+def _resolve(w: Workload, snap: Snapshot) -> tuple[Workload, list[FieldError]]:
     """``w`` with its queue and priority class defaulted from its team; what is wrong with it."""
-    problems: list[Problem] = []
+    problems: list[FieldError] = []
     team = snap.teams.get(w.team) if w.team else None
     if w.team and team is None:
         known = ", ".join(sorted(snap.teams)) or "none"
-        problems.append(Problem(w.path_of("team"), f"no team {w.team!r} (known: {known})"))
+        problems.append(FieldError(w.path_of("team"), f"no team {w.team!r} (known: {known})"))
     queue = w.queue or (team.queue if team else None)
     cls = w.priority_class or (team.priority_classes[0] if team else snap.default_priority_class)
     w = replace(w, queue=queue, priority_class=cls)
     if queue is None:
-        problems.append(Problem(w.path_of("queue"), "no queue: name a team or a queue"))
+        problems.append(FieldError(w.path_of("queue"), "no queue: name a team or a queue"))
     elif not any(queue in c.queues for c in snap.clusters.values()):
-        problems.append(Problem(w.path_of("queue"), f"no queue {queue!r} in any cluster"))
+        problems.append(FieldError(w.path_of("queue"), f"no queue {queue!r} in any cluster"))
     if cls and snap.priority_classes and cls not in snap.priority_classes:
         known = ", ".join(sorted(snap.priority_classes))
         problems.append(
-            Problem(w.path_of("priority_class"), f"no priority class {cls!r} ({known})")
+            FieldError(w.path_of("priority_class"), f"no priority class {cls!r} ({known})")
         )
     elif cls and team and cls not in team.priority_classes:
         may = ", ".join(team.priority_classes)
-        problems.append(Problem(w.path_of("priority_class"), f"team {w.team} may use {may}"))
+        problems.append(FieldError(w.path_of("priority_class"), f"team {w.team} may use {may}"))
     w, wrong_model = _model(w, snap, team.gpu_types if team else None)
     return w, problems + wrong_model + _shape_problems(w, snap)
 
 
-def _shape_problems(w: Workload, snap: Snapshot) -> list[Problem]:
+def _shape_problems(w: Workload, snap: Snapshot) -> list[FieldError]:
     out = []
     if not 1 <= w.pods <= MAX_PODS:
-        out.append(Problem(w.path_of("pods"), f"{w.pods} pods: a gang has 1 to {MAX_PODS:,}"))
+        out.append(FieldError(w.path_of("pods"), f"{w.pods} pods: a gang has 1 to {MAX_PODS:,}"))
     p = w.per_pod
     if not (p.cpu or p.memory or p.gpus):
         out.append(
-            Problem(w.path_of("per_pod"), "requests nothing: give each pod CPU, memory or GPUs")
+            FieldError(w.path_of("per_pod"), "requests nothing: give each pod CPU, memory or GPUs")
         )
     tiers = {t for c in snap.clusters.values() for t in c.tiers}
     if w.within and w.within not in tiers:
         out.append(
-            Problem(
+            FieldError(
                 w.path_of("within"),
                 f"no topology tier {w.within!r} ({_list(tiers)}){_near(w.within, tiers)}",
             )
@@ -171,7 +159,7 @@ def _shape_problems(w: Workload, snap: Snapshot) -> list[Problem]:
 
 def _model(
     w: Workload, snap: Snapshot, allowed: list[str] | None
-) -> tuple[Workload, list[Problem]]:
+) -> tuple[Workload, list[FieldError]]:
     """``w`` with its GPU model resolved (the team's only one, when it names none), or what is
     wrong with the model it names."""
     where = w.path_of("gpu_type")
@@ -179,16 +167,18 @@ def _model(
     usable = models & set(allowed) if allowed is not None else models
     if w.gpu_type and not w.per_pod.gpus:
         why = f"names GPU model {w.gpu_type} but the pods request no GPUs"
-        return w, [Problem(where, f"{why} ({w.path_of('per_pod')}): request GPUs or drop it")]
+        return w, [FieldError(where, f"{why} ({w.path_of('per_pod')}): request GPUs or drop it")]
     if w.gpu_type and w.gpu_type not in models:
         near = _near(w.gpu_type, models)
-        return w, [Problem(where, f"no {w.gpu_type} GPUs in any cluster ({_list(models)}){near}")]
+        return w, [
+            FieldError(where, f"no {w.gpu_type} GPUs in any cluster ({_list(models)}){near}")
+        ]
     if w.gpu_type and allowed is not None and w.gpu_type not in allowed:
-        return w, [Problem(where, f"team {w.team}'s quota names {_list(set(allowed))}")]
+        return w, [FieldError(where, f"team {w.team}'s quota names {_list(set(allowed))}")]
     if w.per_pod.gpus and not w.gpu_type:
         if len(usable) == 1:
             return replace(w, gpu_type=next(iter(usable))), []
-        return w, [Problem(where, f"the pods request GPUs: name the model ({_list(usable)})")]
+        return w, [FieldError(where, f"the pods request GPUs: name the model ({_list(usable)})")]
     return w, []
 
 
@@ -305,7 +295,7 @@ def admit(workload: Workload, snapshot: Snapshot, *, cluster: str | None = None)
     all_views = views(snapshot)
     if cluster is not None and cluster not in all_views:
         known = ", ".join(sorted(all_views))
-        return Decision(w, Verdict.REJECT, (Problem("cluster", f"no {cluster!r} ({known})"),))
+        return Decision(w, Verdict.REJECT, (FieldError("cluster", f"no {cluster!r} ({known})"),))
     chosen = [all_views[cluster]] if cluster else list(all_views.values())
     rows = tuple(
         admit_in(

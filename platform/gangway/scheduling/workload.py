@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from gangway.errors import PermanentError
+from gangway.errors import PermanentError, field_errors
 from gangway.scheduling.snapshot.cluster_state import Amount, requested
 
 __all__ = ["Workload", "gang_workloads", "place_gangs", "region_of", "workload_of_job"]
@@ -89,7 +89,7 @@ def workload_of_job(
         per_pod = Amount(cpu=f"{d.cpu_millis}m", memory=d.memory, gpus=d.gpus)
     except ValidationError as e:
         where = (fields or {}).get("per_pod", "the pods' requests")
-        problem = "; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors())
+        problem = field_errors(e, root="per_pod", path=lambda loc: str(loc[0]))
         raise PermanentError(f"{where}: {problem}") from None
     return Workload(
         name=name,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import core_schema
 
-from gangway.errors import PermanentError
+from gangway.errors import PermanentError, field_errors
 from gangway.step.caching import Cache, Place, Reads, record_outputs
 
 if TYPE_CHECKING:
@@ -289,11 +289,8 @@ class StepSpec:
         try:
             return self.inputs.model_validate(given)
         except ValidationError as e:
-            every = [
-                f"{flag_of(str(err['loc'][0])) if err['loc'] else 'flags'}: {err['msg']}"
-                for err in e.errors()
-            ]
-            raise PermanentError("; ".join(every)) from None
+            every = field_errors(e, root="flags", path=lambda loc: flag_of(str(loc[0])))
+            raise PermanentError(every) from None
 
     def write_outputs(self, args: argparse.Namespace, outputs: Outputs) -> None:
         """Each output to its ``--FIELD-out`` file, when one was given; and, for a cacheable

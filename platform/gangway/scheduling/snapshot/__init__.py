@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gangway.errors import PermanentError
+from gangway.errors import FieldErrors, validation_errors
 from gangway.scheduling.snapshot.checks import problems
 from gangway.scheduling.snapshot.cluster_state import Snapshot
 from gangway.user_yaml import read_mapping
@@ -31,14 +31,10 @@ def load_snapshot(path: Path) -> Snapshot:
     try:
         snap = Snapshot.model_validate(raw)
     except ValidationError as e:
-        lines = [
-            f"{'.'.join(str(x) for x in err['loc']) or '(the file)'}: {err['msg']}"
-            for err in e.errors()
-        ]
-        raise PermanentError(f"{path}: {len(lines)} problem(s):\n  " + "\n  ".join(lines)) from None
+        raise FieldErrors(str(path), validation_errors(e, root="(the file)")) from None
     found = problems(snap)
     if found:
-        raise PermanentError(f"{path}: {len(found)} problem(s):\n  " + "\n  ".join(found))
+        raise FieldErrors(str(path), found)
     return snap
 
 
