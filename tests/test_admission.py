@@ -394,11 +394,11 @@ def test_a_plan_never_places_on_a_cordoned_node() -> None:
 
 
 def test_hold_and_release_give_back_exactly_what_was_taken() -> None:
-    from gangway.scheduling.admission import views
+    from gangway.scheduling.capacity import view_of
     from gangway.scheduling.snapshot.cluster_state import Gang
 
     snap = cluster(racks=1, per_rack=2)[0].build()
-    view = views(snap)["c1"]
+    view = view_of(snap).clusters["c1"]
     free, usage = view.free.copy(), {q: dict(u) for q, u in view.usage.items()}
     g = Gang(name="g", queue="research", pods=2, per_pod=Amount(cpu=8, memory="64Gi", gpus=8),
              gpu_type="H100", priority=10)  # fmt: skip

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangway.scheduling.admission import Verdict, views
-from gangway.scheduling.capacity import assign, fit
+from gangway.scheduling.admission import Verdict
+from gangway.scheduling.capacity import assign, fit, view_of
 from gangway.scheduling.placement import place
 from gangway.scheduling.snapshot.build import SnapshotBuilder
 from gangway.scheduling.snapshot.cluster_state import Snapshot
@@ -164,7 +164,7 @@ def test_placement_never_overcommits_a_node_nor_splits_a_gang(
     case: tuple[Snapshot, Workload],
 ) -> None:
     snap, w = case
-    view = views(snap)["c"]
+    view = view_of(snap).clusters["c"]
     counts = fit(view, w.per_pod, w.gpu_type)
     a = assign(view, counts, w.pods, within=w.within)
     if a is None:
@@ -263,7 +263,7 @@ def test_a_preemption_plan_fits_and_follows_the_rules(case: tuple[Snapshot, Work
     plan = d.clusters[0].preemption if d.clusters else None
     if plan is None:
         return
-    view = views(snap)["c"]
+    view = view_of(snap).clusters["c"]
     free = view.free.copy()
     for v in plan.victims:
         rows, amounts = view.rows(v.gang)

@@ -23,7 +23,8 @@ from dataclasses import replace
 
 import pytest
 
-from gangway.scheduling.admission import Verdict, admit, views
+from gangway.scheduling.admission import Verdict, admit
+from gangway.scheduling.capacity import view_of
 from gangway.scheduling.placement import place
 from gangway.scheduling.snapshot.build import SnapshotBuilder
 from gangway.scheduling.snapshot.cluster_state import Amount, Gang, Snapshot
@@ -74,7 +75,7 @@ def _workloads(n: int, seed: int = 7) -> list[Workload]:
 
 
 def _run_admission(snap: Snapshot, load: list[Workload]) -> tuple[float, Counter[str]]:
-    view = views(snap)["c"]
+    view = view_of(snap).clusters["c"]
     running: deque[Gang] = deque()
     verdicts: Counter[str] = Counter()
     start = time.perf_counter()
@@ -180,8 +181,8 @@ def test_placement_latency(nodes: int, goal_ms: float, capsys: pytest.CaptureFix
             for i, n in enumerate(c.nodes)]  # fmt: skip
     snap = snap.model_copy(update={"clusters": {"c": c.model_copy(update={"nodes": busy})}})
     load = [replace(w, within=w.within or "block") for w in _workloads(400, seed=11)]
-    views(snap)  # built once per snapshot, as a scheduler keeps it
-    ours = _latencies(snap, load, lambda w: place(w, snap))
+    view = view_of(snap)  # built once per snapshot, as a scheduler keeps it
+    ours = _latencies(snap, load, lambda w: place(w, view))
     naive = _latencies(snap, load[:100], lambda w: _naive_assign(snap, w))
     med, p99 = statistics.median(ours), statistics.quantiles(ours, n=100)[98]
     base = statistics.median(naive)

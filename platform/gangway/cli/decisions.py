@@ -7,8 +7,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gangway.scheduling.admission import Verdict, amount, views
-from gangway.scheduling.capacity import ClusterView
+from gangway.scheduling.admission import Verdict, amount
+from gangway.scheduling.capacity import ClusterView, view_of
 from gangway.scheduling.pending import GangWhy
 from gangway.scheduling.placement import WEIGHTS, Placement
 from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot
@@ -178,7 +178,7 @@ def _queue_table(view: ClusterView) -> Table:
 def render_queues(snap: Snapshot, cluster: str | None) -> Group:
     """Per cluster: each queue's usage against its guarantee, deserved share and capability."""
     names = [cluster] if cluster else list(snap.clusters)
-    all_views = views(snap)
+    all_views = view_of(snap).clusters
     return Group(*(_queue_table(all_views[n]) for n in names))
 
 

@@ -20,7 +20,7 @@ reject). :func:`gangway.scheduling.placement.place` ranks the clusters that shar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import IntEnum
@@ -28,7 +28,15 @@ from enum import IntEnum
 import numpy as np
 
 from gangway.errors import FieldError, closest
-from gangway.scheduling.capacity import Assignment, ClusterView, assign, fit, pod_shape
+from gangway.scheduling.capacity import (
+    Assignment,
+    ClusterView,
+    SnapshotView,
+    assign,
+    fit,
+    pod_shape,
+    view_of,
+)
 from gangway.scheduling.preemption import Preemption, over_capability, plan_preemption
 from gangway.scheduling.snapshot.cluster_state import Snapshot
 from gangway.scheduling.workload import Workload
@@ -42,7 +50,6 @@ __all__ = [
     "admit_in",
     "amount",
     "in_cluster",
-    "views",
 ]
 
 MAX_PODS = 1_000_000
@@ -95,23 +102,9 @@ class Decision:
         return best[0].reason if best else ""
 
 
-_VIEWS: dict[int, tuple[Snapshot, dict[str, ClusterView]]] = {}
-
-
-def views(snapshot: Snapshot) -> dict[str, ClusterView]:
-    """The snapshot's clusters as :class:`~gangway.scheduling.capacity.ClusterView` (built once per
-    snapshot object)."""
-    hit = _VIEWS.get(id(snapshot))
-    if hit is not None and hit[0] is snapshot:
-        return hit[1]
-    built = {name: ClusterView.of(name, c) for name, c in snapshot.clusters.items()}
-    if len(_VIEWS) > 16:
-        _VIEWS.clear()
-    _VIEWS[id(snapshot)] = (snapshot, built)
-    return built
-
-
-def _resolve(w: Workload, snap: Snapshot) -> tuple[Workload, list[FieldError]]:
+def _resolve(
+    w: Workload, snap: Snapshot, views: Mapping[str, ClusterView]
+) -> tuple[Workload, list[FieldError]]:
     """``w`` with its queue and priority class defaulted from its team; what is wrong with it."""
     problems: list[FieldError] = []
     team = snap.teams.get(w.team) if w.team else None
@@ -133,7 +126,7 @@ def _resolve(w: Workload, snap: Snapshot) -> tuple[Workload, list[FieldError]]:
     elif cls and team and cls not in team.priority_classes:
         may = ", ".join(team.priority_classes)
         problems.append(FieldError(w.path_of("priority_class"), f"team {w.team} may use {may}"))
-    w, wrong_model = _model(w, snap, team.gpu_types if team else None)
+    w, wrong_model = _model(w, views, team.gpu_types if team else None)
     return w, problems + wrong_model + _shape_problems(w, snap)
 
 
@@ -158,12 +151,12 @@ def _shape_problems(w: Workload, snap: Snapshot) -> list[FieldError]:
 
 
 def _model(
-    w: Workload, snap: Snapshot, allowed: list[str] | None
+    w: Workload, views: Mapping[str, ClusterView], allowed: list[str] | None
 ) -> tuple[Workload, list[FieldError]]:
     """``w`` with its GPU model resolved (the team's only one, when it names none), or what is
     wrong with the model it names."""
     where = w.path_of("gpu_type")
-    models = {t for v in views(snap).values() for t in v.types if t}
+    models = {t for v in views.values() for t in v.types if t}
     usable = models & set(allowed) if allowed is not None else models
     if w.gpu_type and not w.per_pod.gpus:
         why = f"names GPU model {w.gpu_type} but the pods request no GPUs"
@@ -285,14 +278,20 @@ def in_cluster(w: Workload, view: ClusterView) -> Workload:
     return w
 
 
-def admit(workload: Workload, snapshot: Snapshot, *, cluster: str | None = None) -> Decision:
-    """The admission decision for ``workload`` over ``snapshot`` (every cluster, or one)."""
-    w, problems = _resolve(workload, snapshot)
+def admit(
+    workload: Workload, snapshot: Snapshot | SnapshotView, *, cluster: str | None = None
+) -> Decision:
+    """The admission decision for ``workload`` over ``snapshot`` (every cluster, or one); a
+    :class:`~gangway.scheduling.capacity.SnapshotView` saves building the clusters' arrays
+    again for each decision over one snapshot."""
+    view = view_of(snapshot)
+    all_views = view.clusters
+    snapshot = view.snapshot
+    w, problems = _resolve(workload, snapshot, all_views)
     if problems:
         return Decision(w, Verdict.REJECT, tuple(problems))
     cls = snapshot.priority_classes.get(str(w.priority_class))
     priority, preempting = (cls.value, cls.preempting) if cls else (0, True)
-    all_views = views(snapshot)
     if cluster is not None and cluster not in all_views:
         known = ", ".join(sorted(all_views))
         return Decision(w, Verdict.REJECT, (FieldError("cluster", f"no {cluster!r} ({known})"),))

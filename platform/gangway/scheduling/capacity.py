@@ -21,17 +21,26 @@ A gang is never split across what does not fit it whole: :func:`assign` returns 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from gangway.scheduling.packing import LOSS_STEP, MILLI, Nodes, Packer, Profile, Shape
-from gangway.scheduling.snapshot.cluster_state import Amount, ClusterState, Gang
+from gangway.scheduling.snapshot.cluster_state import Amount, ClusterState, Gang, Snapshot
 from gangway.units import quota_keys
 
-__all__ = ["Assignment", "ClusterView", "add_request", "assign", "fit", "pod_shape"]
+__all__ = [
+    "Assignment",
+    "ClusterView",
+    "SnapshotView",
+    "add_request",
+    "assign",
+    "fit",
+    "pod_shape",
+    "view_of",
+]
 
 Ints = npt.NDArray[np.int64]
 UNLIMITED = np.int64(1 << 40)
@@ -393,3 +402,21 @@ def assign(
         keys += (top[members].astype(np.int64), -room)
     order = members[np.lexsort(keys)]
     return Assignment(None, None, _fill(counts, order, pods), int(counts.sum()) - pods)
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """A snapshot with each cluster as a :class:`ClusterView`, built once: what admission and
+    placement read. A caller making several decisions over one snapshot builds it once
+    (:func:`view_of`) and passes it to each; nothing is cached behind its back."""
+
+    snapshot: Snapshot
+    clusters: Mapping[str, ClusterView]
+
+
+def view_of(snapshot: Snapshot | SnapshotView) -> SnapshotView:
+    """``snapshot``'s view: the one given, or one built now."""
+    if isinstance(snapshot, SnapshotView):
+        return snapshot
+    clusters = {name: ClusterView.of(name, c) for name, c in snapshot.clusters.items()}
+    return SnapshotView(snapshot, clusters)

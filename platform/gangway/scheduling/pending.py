@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gangway.contract import STEP_LABEL, WORKFLOW_LABEL
+from gangway.scheduling.capacity import view_of
 from gangway.scheduling.placement import Placement, place
 from gangway.scheduling.snapshot.cluster_state import Snapshot
 from gangway.scheduling.workload import workload_of_job
@@ -41,6 +42,7 @@ def why_pending(
     says of it and — unless it runs — Gangway's decision for it in ``cluster``."""
     objs = list(objects)
     groups = [read_podgroup(o) for o in objs if o.get("kind") == PODGROUP_KIND]
+    fleet = view_of(snapshot)  # one view for every gang's decision
     state = snapshot.clusters.get(cluster)
     out = []
     for job in objs:
@@ -60,7 +62,7 @@ def why_pending(
                 product_models={p: m for m, p in state.gpu_products.items()},
                 tiers=state.tiers,
             )
-            decision = place(w, snapshot, cluster=cluster)
+            decision = place(w, fleet, cluster=cluster)
         out.append(
             GangWhy(
                 job=name,

@@ -13,6 +13,7 @@ from typing import Any
 
 from gangway.errors import PermanentError, closest
 from gangway.scheduling.admission import Verdict
+from gangway.scheduling.capacity import view_of
 from gangway.scheduling.placement import Placement, place
 from gangway.scheduling.snapshot.cluster_state import Snapshot
 from gangway.scheduling.workload import gang_workloads, place_gangs, region_of
@@ -63,10 +64,11 @@ def place_pipeline(
         raise PermanentError(f"{where}: no gang step (Volcano Job) to place")
     if cluster is not None and cluster not in snapshot.clusters:
         raise not_in_snapshot(cluster, snapshot)
+    fleet = view_of(snapshot)
     return [
         place(
             replace(w, gpu_type=gpu_type or w.gpu_type, within=within or w.within),
-            snapshot,
+            fleet,
             cluster=cluster,
         )
         for w in gangs
@@ -113,7 +115,8 @@ def choose_cluster(
     cluster = common_cluster(placements, known)
     if all(p.chosen is not None and p.chosen.cluster == cluster for p in placements):
         return ClusterChoice(cluster, placements, replaced=False)
-    there = [place(p.decision.workload, snapshot, cluster=cluster) for p in placements]
+    fleet = view_of(snapshot)
+    there = [place(p.decision.workload, fleet, cluster=cluster) for p in placements]
     return ClusterChoice(cluster, there, replaced=True)
 
 

@@ -30,9 +30,8 @@ from gangway.scheduling.admission import (
     admit,
     amount,
     in_cluster,
-    views,
 )
-from gangway.scheduling.capacity import ClusterView
+from gangway.scheduling.capacity import ClusterView, SnapshotView, view_of
 from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot
 from gangway.scheduling.workload import Workload
 from gangway.units import quota_keys
@@ -125,12 +124,16 @@ def _score(w: Workload, view: ClusterView, d: ClusterDecision) -> Option:
     return Option(view.name, d, score, factors, tuple(notes))
 
 
-def place(workload: Workload, snapshot: Snapshot, *, cluster: str | None = None) -> Placement:
-    """Rank every cluster (or only ``cluster``) for ``workload``; see the module docstring."""
-    decision = admit(workload, snapshot, cluster=cluster)
+def place(
+    workload: Workload, snapshot: Snapshot | SnapshotView, *, cluster: str | None = None
+) -> Placement:
+    """Rank every cluster (or only ``cluster``) for ``workload``; see the module docstring.
+    Several decisions over one snapshot share its :class:`SnapshotView`."""
+    fleet = view_of(snapshot)
+    decision = admit(workload, fleet, cluster=cluster)
     if decision.problems:
         return Placement(decision, (), None)
-    all_views = views(snapshot)
+    all_views = fleet.clusters
     w = decision.workload
     options = sorted(
         (
