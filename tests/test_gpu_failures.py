@@ -105,7 +105,7 @@ def test_a_checkpoint_failure_is_classed_by_what_failed_inside_it() -> None:
 def test_the_gang_pod_exits_with_the_cause(codes: list[int], sigterm: bool, expected: int) -> None:
     from gangway.step.launch import gang_exit_code
 
-    assert gang_exit_code(1, codes, 2, sigterm) == expected
+    assert gang_exit_code(1, codes, sigterm) == expected
 
 
 def test_the_collective_timeout_is_bounded_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:

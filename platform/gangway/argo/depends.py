@@ -71,13 +71,6 @@ class Depends:
     def holds(self, states: Mapping[str, TaskState]) -> bool:
         return bool(_eval(self.tree, states))
 
-    def expects_failure_of(self, task: str) -> bool:
-        """Whether the clause names a failure of ``task`` (``.Failed``, ``.Errored``,
-        ``.AllFailed``), asks for any of its items to succeed (``.AnySucceeded``: the others
-        may fail) or negates it: the task's failure is then something this DAG handles."""
-        named = self.results.get(task, frozenset())
-        return bool(named & {"Failed", "Errored", "AllFailed", "AnySucceeded", "!"})
-
 
 def parse_depends(clause: str, *, where: str) -> Depends:
     """Parse ``clause``; a malformed one raises :class:`UnsupportedConstruct` naming it."""

@@ -21,7 +21,6 @@ __all__ = [
     "parameters_json",
     "skipped_outputs",
     "static_scope",
-    "task_outputs_scope",
     "workflow_scope",
     "workflow_spec",
 ]
@@ -75,15 +74,6 @@ def inputs_scope(inputs: Mapping[str, str]) -> dict[str, str]:
     scope = {f"inputs.parameters.{k}": v for k, v in inputs.items()}
     scope["inputs.parameters"] = parameters_json(inputs)
     return scope
-
-
-def task_outputs_scope(outputs: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    """``tasks.TASK.outputs.parameters.NAME`` for the outputs of the tasks that ended."""
-    return {
-        f"tasks.{task}.outputs.parameters.{k}": v
-        for task, outs in outputs.items()
-        for k, v in outs.items()
-    }
 
 
 def item_scope(item: Any) -> dict[str, str]:

@@ -19,9 +19,6 @@ def regressions(rows: Sequence[Row]) -> dict[str, list[str]]:
     return {c: sorted(s) for c, s in sorted(out.items())}
 
 
-_HEADER = "| candidate | metric | value | baseline | delta | verdict |"
-
-
 def _num(v: float | None) -> str:
     return "—" if v is None else f"{v:.4g}"
 

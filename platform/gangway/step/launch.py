@@ -32,14 +32,12 @@ from gangway.contract import (
     EXIT_PREEMPTED,
     EXIT_TRANSIENT,
 )
-from gangway.step.torchrun import config_errors, processes_per_pod
+from gangway.step.torchrun import config_errors
 
 __all__ = ["gang_exit_code", "main"]
 
 
-def gang_exit_code(
-    torchrun_rc: int, worker_codes: Sequence[int], expected_workers: int, got_sigterm: bool
-) -> int:
+def gang_exit_code(torchrun_rc: int, worker_codes: Sequence[int], got_sigterm: bool) -> int:
     """The pod's exit code from torchrun's, the workers' own codes, and whether we got SIGTERM."""
     if torchrun_rc == 0 and not got_sigterm:
         return EXIT_OK
@@ -78,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, forward)
         rc = proc.wait()
         codes = [int(p.read_text()) for p in Path(exit_dir).glob("rank-*")]
-    code = gang_exit_code(rc, codes, processes_per_pod(args), got_sigterm)
+    code = gang_exit_code(rc, codes, got_sigterm)
     if code != EXIT_OK:
         print(
             f"gangway launch: torchrun exited {rc}, workers {sorted(codes)} -> exit {code}",

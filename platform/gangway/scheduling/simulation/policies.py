@@ -27,7 +27,7 @@ from gangway.scheduling.simulation.fgd import Fgd
 from gangway.scheduling.simulation.replay import Choice, Cluster, Policy, PolicyMaker
 from gangway.scheduling.simulation.trace import TracePod
 
-__all__ = ["DEFAULT_POLICIES", "POLICIES", "Gangway", "bestfit", "random_fit"]
+__all__ = ["POLICIES", "Gangway", "bestfit", "random_fit"]
 
 
 def _gpus(
@@ -89,4 +89,3 @@ POLICIES: dict[str, PolicyMaker] = {
     "gangway": Gangway,
     "fgd": Fgd,
 }
-DEFAULT_POLICIES = ("random", "bestfit", "gangway")
