@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gangway.argo.errors import UnsupportedConstruct
@@ -65,8 +65,6 @@ class Depends:
     clause: str
     tree: Any
     tasks: tuple[str, ...]
-    results: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """For each task, the explicit results the clause names for it (bare: none)."""
 
     def holds(self, states: Mapping[str, TaskState]) -> bool:
         return bool(_eval(self.tree, states))
