@@ -76,14 +76,9 @@ def parse_depends(clause: str, *, where: str) -> Depends:
     pos, tree = _or(tokens, 0, clause, where)
     if pos != len(tokens):
         raise _bad(clause, where, f"unexpected {_show(tokens[pos])!r}")
-    names: dict[str, set[str]] = {}
-    _collect(tree, names, negated=False)
-    return Depends(
-        clause,
-        tree,
-        tuple(names),
-        {k: frozenset(v) for k, v in names.items()},
-    )
+    names: dict[str, None] = {}
+    _collect(tree, names)
+    return Depends(clause, tree, tuple(names))
 
 
 def task_depends(task: Mapping[str, Any], *, where: str) -> Depends:
@@ -163,18 +158,15 @@ def _show(token: tuple[str, Any]) -> str:
     return ".".join(v for v in value if v) if kind == "task" else str(value)
 
 
-def _collect(tree: Any, names: dict[str, set[str]], *, negated: bool) -> None:
+def _collect(tree: Any, names: dict[str, None]) -> None:
+    """The tasks ``tree`` names, in the order they first appear (a dict keeps it)."""
     if tree[0] == "task":
-        seen = names.setdefault(tree[1], set())
-        if tree[2]:
-            seen.add(tree[2])
-        if negated:
-            seen.add("!")
+        names.setdefault(tree[1], None)
     elif tree[0] == "not":
-        _collect(tree[1], names, negated=not negated)
+        _collect(tree[1], names)
     elif tree[0] in ("and", "or"):
-        _collect(tree[1], names, negated=negated)
-        _collect(tree[2], names, negated=negated)
+        _collect(tree[1], names)
+        _collect(tree[2], names)
 
 
 def _eval(tree: Any, states: Mapping[str, TaskState]) -> bool:
