@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import gangway.argo as argo_pkg
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import ExprError, evaluate, expand_expression, when_holds
 from gangway.argo.govaluate import WhenError
 from gangway.argo.jsonpath import jsonpath
 from gangway.argo.re2 import re2_search
+from gangway.errors import UnsupportedConstruct
 from gangway.lint import CrdSchemas, lint_manifest
 from tests.argo_features._expected import SKIPPED, ok
 from tests.test_argo_features import check_nodes, compiled, describe, run

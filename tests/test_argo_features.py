@@ -22,7 +22,7 @@ import pytest
 from hera.workflows import Workflow
 
 import tests.argo_features as features
-from gangway.argo.errors import UnsupportedConstruct
+from gangway.errors import UnsupportedConstruct
 from tests.argo_features._expected import (
     ANY,
     CASES,

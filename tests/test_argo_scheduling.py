@@ -18,7 +18,7 @@ import pytest
 from hera.workflows import DAG, Task, Workflow
 
 from gangway.argo.dag_phase import TaskEnd, dag_phase, leaf_tasks
-from gangway.argo.errors import UnsupportedConstruct
+from gangway.errors import UnsupportedConstruct
 from gangway.local._boundary import FAIL_FAST, Budget
 from tests.argo_features._build import sh
 from tests.argo_features._expected import FAILED, OMITTED, ok

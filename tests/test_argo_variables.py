@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.nodes import argo_node_name, go_float, pod_name
 from gangway.argo.retries import LastAttempt, next_retry
+from gangway.errors import UnsupportedConstruct
 from gangway.local._retry import UNBOUNDED_RETRIES, retry_limit
 from gangway.local.session import Watch
 from gangway.local.validation import unsupported, with_defaults

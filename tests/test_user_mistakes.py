@@ -18,7 +18,7 @@ from gangway import storage
 from gangway.errors import PermanentError
 from gangway.lineage.records import StepRecord, WorkflowInfo
 from gangway.lineage.spool import Spool
-from gangway.local._logs import error_summary
+from gangway.step.main import error_summary
 from tests.conftest import REPO
 from tests.test_cli import gangway
 

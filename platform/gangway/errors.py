@@ -35,6 +35,7 @@ __all__ = [
     "PermanentError",
     "Preempted",
     "TransientError",
+    "UnsupportedConstruct",
     "closest",
     "describe",
     "field_errors",
@@ -68,6 +69,11 @@ class Preempted(GangwayError):
     """The step received SIGTERM and stopped after saving what it could."""
 
     exit_code = EXIT_PREEMPTED
+
+
+class UnsupportedConstruct(PermanentError):
+    """A workflow uses an Argo construct (a field, an expression, a condition) that Gangway
+    does not evaluate, or one this machine cannot run; the message names it and where it is."""
 
 
 class Interrupted(GangwayError):

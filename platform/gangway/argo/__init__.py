@@ -12,6 +12,6 @@
 What is not implemented is refused with :class:`UnsupportedConstruct`, never guessed.
 """
 
-from gangway.argo.errors import UnsupportedConstruct
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["UnsupportedConstruct"]

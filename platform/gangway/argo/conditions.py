@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["resource_condition", "split_requirements"]
 

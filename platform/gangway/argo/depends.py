@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["RESULTS", "Depends", "TaskState", "parse_depends", "task_depends"]
 

@@ -15,10 +15,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expr_syntax import Node
 from gangway.argo.gofmt import go_json, go_text
 from gangway.argo.jsonpath import jsonpath
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["Evaluator", "ExprError"]
 

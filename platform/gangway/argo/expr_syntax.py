@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expr_lexer import Token, lex
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["FUNCTIONS", "PREDICATES", "Node", "parse"]
 

@@ -21,11 +21,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expr_eval import Evaluator, ExprError
 from gangway.argo.expr_syntax import Node, parse
 from gangway.argo.gofmt import go_text
 from gangway.argo.govaluate import when_holds
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["ExprError", "as_text", "evaluate", "expand_expression", "expand_scope", "when_holds"]
 

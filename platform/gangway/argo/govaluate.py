@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.gofmt import go_text
 from gangway.argo.re2 import re2_search
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["when_holds"]
 

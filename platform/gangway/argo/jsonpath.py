@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.gofmt import go_text
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["jsonpath"]
 

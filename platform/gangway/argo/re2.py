@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from gangway.argo.errors import UnsupportedConstruct
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["re2_search"]
 

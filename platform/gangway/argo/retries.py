@@ -25,10 +25,10 @@ from typing import Any, Literal
 from hera.workflows import RetryStrategy
 from hera.workflows.models import Backoff, RetryAffinity, RetryNodeAntiAffinity
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
 from gangway.argo.nodes import last_retry_scope
 from gangway.contract import EXIT_KILLED, EXIT_PREEMPTED, EXIT_TRANSIENT
+from gangway.errors import UnsupportedConstruct
 
 __all__ = [
     "RETRYABLE_EXIT_CODES",

@@ -14,9 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import expand_expression
-from gangway.errors import PermanentError
+from gangway.errors import PermanentError, UnsupportedConstruct
 
 __all__ = ["NOT_RUN", "PLACEHOLDER", "absent_output", "fill_known", "substitute", "substitute_tree"]
 

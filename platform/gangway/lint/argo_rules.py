@@ -8,11 +8,10 @@ from typing import Any, Literal
 
 from gangway.argo.conditions import split_requirements
 from gangway.argo.depends import task_depends
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.retries import RETRY_POLICIES
 from gangway.argo.scope import workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
-from gangway.errors import FieldError
+from gangway.errors import FieldError, UnsupportedConstruct
 from gangway.lint._findings import finding
 
 __all__ = ["TEMPLATE_KINDS", "check_workflow"]

@@ -14,10 +14,10 @@ from typing import Any
 from gangway.errors import PermanentError
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._deadline import DEADLINE, NoPod, PodDeadline, pod_deadline
-from gangway.local._logs import error_summary
 from gangway.local._pod import ATTEMPT_HEADER, CannotStart, Pod, open_pod
 from gangway.local._processes import Stopped
 from gangway.local._results import Outcome
+from gangway.step.main import error_summary
 
 __all__ = ["ATTEMPT_HEADER", "run_container", "run_container_set", "start_daemon"]
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gangway.argo.errors import UnsupportedConstruct
-from gangway.local._logs import error_summary
+from gangway.errors import UnsupportedConstruct
+from gangway.local._paths import map_scratch
 from gangway.local._processes import Stopped
-from gangway.local._scratch import map_scratch
+from gangway.step.main import error_summary
 from gangway.step.torchrun import processes_per_pod
 from gangway.volcano.gang import Gang, end_phase, job_object, pytorch_env, read_gang
 from gangway.volcano.job import ABORT_JOB, ABORTED, COMPLETE_JOB, RESTART_JOB

@@ -8,9 +8,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.substitution import absent_output, substitute
-from gangway.errors import PermanentError
+from gangway.errors import PermanentError, UnsupportedConstruct
 
 __all__ = [
     "RAW_REFERENCE",

@@ -30,7 +30,7 @@ from typing import Any
 
 from gangway.contract import HERA_OUTPUTS, SCRATCH
 
-__all__ = ["PodFiles", "pod_files"]
+__all__ = ["PodFiles", "map_scratch", "pod_files"]
 
 
 @dataclass(frozen=True)
@@ -169,3 +169,13 @@ def _declared_paths(template: Mapping[str, Any], workdir: str) -> list[str]:
         out.append(str((p.get("valueFrom") or {}).get("path", "")))
     paths = (_literal(p, workdir) for p in out)
     return [p for p in paths if p and p != "/"]
+
+
+def map_scratch(text: str, scratch: Path) -> str:
+    """Point ``/gangway/...`` (as a whole argument or after ``=``) and Hera's outputs directory
+    at directories of this step attempt."""
+    if text == HERA_OUTPUTS or text.startswith(HERA_OUTPUTS + "/"):
+        return str(scratch) + "/hera-outputs" + text[len(HERA_OUTPUTS) :]
+    if text == SCRATCH or text.startswith(SCRATCH + "/"):
+        return str(scratch) + text[len(SCRATCH) :]
+    return text.replace("=" + SCRATCH + "/", f"={scratch}/")

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gangway.argo.conditions import resource_condition
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.manifests import fill_manifest
+from gangway.errors import UnsupportedConstruct
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._gang import gang_processes, run_volcano_job
 from gangway.local._results import NodeResult, Outcome

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gangway.argo.errors import UnsupportedConstruct
+from gangway.errors import UnsupportedConstruct
 
 __all__ = ["Body", "NodeResult", "Outcome", "RunResult", "UnsupportedConstruct", "child_name"]
 

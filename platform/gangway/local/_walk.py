@@ -27,11 +27,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.nodes import argo_node_name, pod_name
 from gangway.argo.retries import LastAttempt, next_retry
 from gangway.argo.scope import POD_TEMPLATE_TYPES, inputs_scope, skipped_outputs
-from gangway.errors import GangwayError, PermanentError
+from gangway.errors import GangwayError, PermanentError, UnsupportedConstruct
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._cache import NodeCache
 from gangway.local._clock import Clock

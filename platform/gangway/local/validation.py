@@ -17,13 +17,13 @@ import yaml
 
 from gangway.argo.conditions import resource_condition
 from gangway.argo.depends import task_depends
-from gangway.argo.errors import UnsupportedConstruct
 from gangway.argo.expressions import evaluate
 from gangway.argo.nodes import last_retry_scope
 from gangway.argo.retries import RETRY_POLICIES, duration_seconds
 from gangway.argo.scope import callers, parameter_values, static_scope
 from gangway.argo.substitution import PLACEHOLDER, fill_known
 from gangway.argo.template_defaults import merge_defaults
+from gangway.errors import UnsupportedConstruct
 from gangway.local._env import Secrets
 from gangway.local._validate_containers import container_problems
 

@@ -1,5 +1,6 @@
 """A step's entry point: errors become one clear line and the exit code of the contract
-(:mod:`gangway.contract`), results become one JSON line and an output parameter file."""
+(:mod:`gangway.contract`), results become one JSON line and an output parameter file; and
+reading that ``error:`` line back from a step's log (:func:`error_summary`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from gangway.contract import ENV_EXIT_DIR, EXIT_PERMANENT
 from gangway.errors import GangwayError
 from gangway.name_values import parse_assignments
 
-__all__ = ["emit", "main_wrapper", "parse_overrides"]
+__all__ = ["emit", "error_summary", "main_wrapper", "parse_overrides"]
 
 
 def main_wrapper(main: Callable[[Sequence[str] | None], int | None]) -> Callable[[], NoReturn]:
@@ -71,3 +72,19 @@ def _report_exit(code: int) -> bool:
     rank = os.environ.get("RANK", "0")
     Path(exit_dir, f"rank-{rank}").write_text(str(code))
     return True
+
+
+def error_summary(lines: list[str]) -> str | None:
+    """The last ``error:`` line of a log, with the items of a multi-line one (indented lines
+    after a line ending in ':'), and nothing of a traceback that may follow."""
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("error:")]
+    if not starts:
+        return None
+    i = starts[-1]
+    detail = [lines[i]]
+    if lines[i].endswith(":"):
+        for ln in lines[i + 1 : i + 6]:
+            if not ln.startswith("  ") or ln.lstrip().startswith("File "):
+                break
+            detail.append(ln.strip())
+    return " ".join(detail)[:400]
