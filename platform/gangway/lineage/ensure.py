@@ -1,4 +1,4 @@
-"""FieldError or creating each MLflow object by the key of what it stands for — the experiment
+"""Finding or creating each MLflow object by the key of what it stands for — the experiment
 of a pipeline, the parent run of a workflow, a step's run, a checkpoint's logged model, a model
 version — so that replaying a record twice changes nothing.
 
