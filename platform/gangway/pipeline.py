@@ -11,6 +11,10 @@ by hand:
 * :func:`gang_step` — an Argo ``resource`` template that creates a Volcano Job (see
   :mod:`gangway.volcano`) whose pods run the module under ``torchrun``, one per pod.
 
+(:func:`step` and :func:`gang_step` are built in :mod:`gangway.workflows.templates`; this is
+where a pipeline imports them.) Inside the ``with`` block of :func:`pipeline`, calling a step
+(:mod:`gangway.wiring`) adds a typed task to it.
+
 Paths under ``/gangway/`` are per-step scratch space; output parameters are read from
 ``/gangway/out/NAME``. The local executor maps ``/gangway/`` to a directory per step.
 """
