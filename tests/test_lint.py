@@ -337,3 +337,44 @@ def test_team_rules_come_from_the_platform_config(compiled: dict[str, Any]) -> N
     no_team = copy.deepcopy(compiled)
     del no_team["metadata"]["labels"]["gangway.dev/team"]
     assert lint_manifest(no_team, None) == []  # not a team's workflow: not Gangway's to judge
+
+
+def test_crd_schemas_are_read_once_and_again_when_a_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CRDs' YAML is read and their schemas checked once, then kept as JSON in the cache
+    directory; a changed file is read again, and a cache that cannot be written is passed
+    over."""
+    from gangway.lint import crds
+
+    crds_dir = os.environ.get("GANGWAY_CRDS_DIR")
+    if not crds_dir:
+        pytest.skip("GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs")
+    src = Path(crds_dir) / "volcano-v1.15.1"
+    mine = tmp_path / "crds"
+    mine.mkdir()
+    for f in src.glob("*.yaml"):
+        (mine / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setenv("GANGWAY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(crds, "_LOADED", {})
+    key = ("batch.volcano.sh/v1alpha1", "Job")
+    first = CrdSchemas.from_dir(mine)
+    assert first.validator(*key) is not None and key in first.checked
+    (cached,) = (tmp_path / "cache" / "crds").glob("*.json")
+    monkeypatch.setattr(crds, "_LOADED", {})  # another process: only the disk cache
+    monkeypatch.setattr(crds, "_documents", lambda *a: pytest.fail("read the YAML again"))
+    again = CrdSchemas.from_dir(mine)
+    assert again.schemas == first.schemas and key in again.checked
+    monkeypatch.undo()
+    monkeypatch.setenv("GANGWAY_CACHE_DIR", str(tmp_path / "cache"))
+    job = next(mine.glob("*job*.yaml"))
+    text = job.read_text()
+    at = text.index("\n              minAvailable:\n")  # the property of spec, not a description
+    job.write_text(text[:at] + text[at:].replace("minAvailable:", "minAvailible:", 1))
+    changed = CrdSchemas.from_dir(mine)  # a new identity: the YAML is read again
+    spec = changed.schemas[key]["properties"]["spec"]["properties"]
+    assert "minAvailible" in spec and len(list(cached.parent.glob("*.json"))) == 2
+    (tmp_path / "blocked").write_text("a file where the cache directory would be")
+    monkeypatch.setenv("GANGWAY_CACHE_DIR", str(tmp_path / "blocked"))
+    job.write_text(job.read_text() + "\n# changed again\n")
+    assert CrdSchemas.from_dir(mine).validator(*key) is not None  # unwritable: still works

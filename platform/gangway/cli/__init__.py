@@ -62,10 +62,11 @@ def version() -> None:
     typer.echo(__version__)
 
 
-def main() -> None:
-    """Console-script entry point: user errors print one line and exit with their code."""
+def main(args: list[str] | None = None) -> None:
+    """Console-script entry point (``args``: the command line, default ``sys.argv``): user
+    errors print one line and exit with their code."""
     try:
-        app()
+        app(args)
     except GangwayError as e:
         typer.secho(f"error: {e}", fg="red", err=True)
         sys.exit(e.exit_code)

@@ -35,6 +35,7 @@ from typing import Any
 from gangway.argo.scope import static_scope, workflow_spec
 from gangway.argo.substitution import PLACEHOLDER
 from gangway.argo.template_defaults import merge_defaults
+from gangway.argo.validation import validation_problems
 from gangway.config import PlatformConfig, load_config
 from gangway.errors import FieldError
 from gangway.lint.argo_rules import TEMPLATE_KINDS, check_workflow
@@ -64,17 +65,22 @@ def lint_manifest(
     ``config`` is the platform config (default: :func:`gangway.config.load_config`);
     ``platform=False`` skips the platform rules (and reads no platform config).
     """
-    name = f"{obj.get('kind')}/{(obj.get('metadata') or {}).get('name', '?')}"
+    meta = obj.get("metadata") or {}
+    name = f"{obj.get('kind')}/{meta.get('name') or (meta.get('generateName') or '?') + '*'}"
     findings = validate_structure(dict(obj), schemas, name) if schemas is not None else []
     if obj.get("kind") not in WORKFLOW_KINDS:
         return findings
+    base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
+    malformed = [replace(f, obj=name) for f in validation_problems(workflow_spec(obj), base)]
+    findings += malformed
+    if malformed:  # the rules below read what these fields hold: they wait for a fix
+        return _dedupe(findings)
     findings += check_workflow(obj, name)
     cfg = (config or load_config()) if platform else None
     if cfg is not None:
         findings += check_team(obj, name, cfg)
     products = known_gpu_products(cfg) if cfg is not None else frozenset()
     spec = workflow_spec(obj)
-    base = "spec.workflowSpec" if obj.get("kind") == "CronWorkflow" else "spec"
     labels = {
         **((obj.get("metadata") or {}).get("labels") or {}),
         **((spec.get("workflowMetadata") or {}).get("labels") or {}),

@@ -18,6 +18,7 @@ from typing import Any
 from gangway.argo.nodes import last_retry_scope
 from gangway.argo.retries import LastAttempt
 from gangway.argo.substitution import substitute
+from gangway.errors import PermanentError
 
 __all__ = ["UNBOUNDED_RETRIES", "Limit", "attempt_scope", "retry_limit", "without_limit"]
 
@@ -71,6 +72,11 @@ def retry_limit(template: Mapping[str, Any], scope: Mapping[str, str], where: st
         strategy["limit"] = UNBOUNDED_RETRIES
         return Limit(strategy, capped=True)
     raw = substitute(str(strategy["limit"]), scope, where=f"{where}.retryStrategy.limit")
+    if not raw.strip().isdigit():
+        raise PermanentError(
+            f"{where}.retryStrategy.limit: {raw!r} is not a whole number of retries; give one "
+            "(0 or more)"
+        )
     strategy["limit"] = int(raw)
     return Limit(strategy, capped=False)
 

@@ -37,7 +37,7 @@ from gangway.local.state import (
     save_nodes,
     save_run,
 )
-from gangway.local.validation import check_supported
+from gangway.local.validation import check_shape, check_supported
 from gangway.local.workflow import workflow_from_template
 from gangway.step.tracking import WorkflowState, record_workflow
 
@@ -150,6 +150,7 @@ def prepare_run(
     from gangway.workflows.provenance import provenance_params
 
     manifest = runnable_manifest(pipeline, name)
+    check_shape(manifest, str(pipeline))
     declared = declared_parameters(manifest)
     derived = {k: v for k, v in local_defaults(state_dir, declared).items() if k not in values}
     derived.update(provenance_params(pipeline, declared, values, cluster="local"))

@@ -20,14 +20,22 @@ from gangway.argo.depends import task_depends
 from gangway.argo.expressions import evaluate
 from gangway.argo.nodes import last_retry_scope
 from gangway.argo.retries import RETRY_POLICIES, duration_seconds
-from gangway.argo.scope import callers, parameter_values, static_scope
+from gangway.argo.scope import callers, parameter_values, static_scope, workflow_spec
 from gangway.argo.substitution import PLACEHOLDER, fill_known
 from gangway.argo.template_defaults import merge_defaults
-from gangway.errors import UnsupportedConstruct
+from gangway.argo.validation import validation_problems
+from gangway.errors import FieldErrors, UnsupportedConstruct
 from gangway.local._env import Secrets
 from gangway.local._validate_containers import container_problems
 
-__all__ = ["JSON_PATH", "check_supported", "retry_notices", "unsupported", "with_defaults"]
+__all__ = [
+    "JSON_PATH",
+    "check_shape",
+    "check_supported",
+    "retry_notices",
+    "unsupported",
+    "with_defaults",
+]
 
 CLUSTER_ONLY = {
     "http": "an HTTP template is run by Argo's agent pod",
@@ -54,6 +62,16 @@ def with_defaults(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
             merged["retryStrategy"] = spec["retryStrategy"]
         out.append(merged)
     return out
+
+
+def check_shape(manifest: Mapping[str, Any], where: str) -> None:
+    """Refuse a manifest Argo's validation would refuse — a field of the wrong type, a field
+    Argo does not know, a timeout Argo does not take — every problem at once, before anything
+    reads it (:func:`gangway.argo.validation.validation_problems`)."""
+    base = "spec.workflowSpec" if manifest.get("kind") == "CronWorkflow" else "spec"
+    found = validation_problems(workflow_spec(manifest), base)
+    if found:
+        raise FieldErrors(where, found)
 
 
 def check_supported(workflow: Mapping[str, Any], secrets: Secrets | None = None) -> None:
