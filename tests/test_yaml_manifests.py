@@ -299,11 +299,83 @@ def test_a_lone_template_may_name_parameters_its_callers_supply(tmp_path: Path) 
     assert isinstance(err, GangwayError) and "{{workflow.parameters.msg}}" in str(err)
 
 
-def test_submit_refuses_a_file_that_is_not_one_workflow_template() -> None:
-    """`gangway submit` sends one WorkflowTemplate and starts a Workflow from it: a file whose
-    Workflow calls a library template must not be sent as the library (found by the
-    adversarial pass: the user's Workflow was dropped)."""
+RESTRICTED = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _restricted(path: Path, tmp_path: Path) -> Path:
+    """A copy of ``path`` whose containers run as Pod Security "restricted" asks (submit lints
+    with the platform's rules)."""
+    docs = list(yaml.safe_load_all(path.read_text()))
+    for doc in docs:
+        spec = doc["spec"].get("workflowSpec", doc["spec"])
+        for t in spec.get("templates") or []:
+            if "container" in t:
+                t["container"]["securityContext"] = RESTRICTED
+    out = tmp_path / f"restricted-{path.name}"
+    out.write_text(yaml.safe_dump_all(docs))
+    return out
+
+
+def test_submit_asks_which_object_when_a_file_holds_several() -> None:
+    """A file whose Workflows call a library template: submit must not send the library in
+    their place (the adversarial pass saw the user's Workflow dropped), nor guess."""
     res = gangway("submit", "--dry-run", str(LIBRARY))
     err = res.exception
     assert isinstance(err, GangwayError) and err.exit_code == 1, res.output
-    assert "sends one WorkflowTemplate" in str(err) and "Workflow/by-template-ref" in str(err)
+    assert (
+        "2 objects to run (Workflow/by-template-ref, Workflow/by-workflow-template-ref-*)"
+        in str(err)
+    )
+    assert "--name" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("name", "ref"),
+    [
+        pytest.param("by-template-ref", "templateRef", id="a-workflow-calling-a-template"),
+        pytest.param("by-workflow-template-ref", "workflowTemplateRef", id="a-whole-spec-ref"),
+    ],
+)
+def test_submit_sends_a_workflow_as_argo_submit_does_with_the_templates_it_calls(
+    name: str, ref: str, tmp_path: Path
+) -> None:
+    """A Workflow is sent as it is (with the -p values), after the file's WorkflowTemplates it
+    references are created or updated, as a cluster must hold them."""
+    f = _restricted(LIBRARY, tmp_path)
+    res = gangway("submit", "--dry-run", str(f), "--name", name, "-p", "who=you")
+    assert res.exit_code == 0, res.output
+    sent = list(yaml.safe_load_all(res.stdout))
+    assert [o["kind"] for o in sent] == ["WorkflowTemplate", "Workflow"]
+    assert sent[0]["metadata"]["name"] == "greetings"
+    run = sent[1]
+    assert ref in yaml.safe_dump(run["spec"])
+    assert {"name": "who", "value": "you"} in run["spec"]["arguments"]["parameters"]
+    assert run["metadata"]["namespace"] == sent[0]["metadata"]["namespace"]
+
+
+def test_submit_of_a_cron_workflow_starts_one_run_of_its_workflow(tmp_path: Path) -> None:
+    """As `argo submit --from cronwf/NAME`: a Workflow of the CronWorkflow's workflowSpec,
+    labelled with it (the CronWorkflow itself is `gangway deploy`'s)."""
+    f = tmp_path / "cron.yaml"
+    f.write_text(
+        "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata: {name: nightly}\n"
+        "spec:\n  schedules: ['0 2 * * *']\n  workflowSpec:\n    entrypoint: main\n"
+        "    arguments: {parameters: [{name: n, value: '1'}]}\n    templates:\n"
+        "    - name: main\n"
+        "      container: {image: alpine, command: [echo, '{{workflow.parameters.n}}']}\n"
+    )
+    f = _restricted(f, tmp_path)
+    res = gangway("submit", "--dry-run", str(f), "-p", "n=2")
+    assert res.exit_code == 0, res.output
+    (run,) = list(yaml.safe_load_all(res.stdout))
+    assert run["kind"] == "Workflow" and run["metadata"]["generateName"] == "nightly-"
+    assert run["metadata"]["labels"]["workflows.argoproj.io/cron-workflow"] == "nightly"
+    assert run["spec"]["arguments"]["parameters"] == [{"name": "n", "value": "2"}]
+    assert "schedules" not in run["spec"]
+    bad = gangway("submit", "--dry-run", str(f), "-p", "m=2")
+    assert isinstance(bad.exception, GangwayError) and "m" in str(bad.exception)

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from gangway.cli._lookups import CheckLinksOpt, PinOpt, link_mlflow, mlflow_url, pinned_image
 from gangway.cli._output import console, err_console
-from gangway.cli.options import load_manifests, parse_params
+from gangway.cli.options import NameOpt, load_manifests, parse_params, submission_of
 from gangway.cli.scheduling import GpuTypeOpt, RegionOpt, SnapshotOpt, WithinOpt
 from gangway.errors import PermanentError
 
@@ -38,8 +38,13 @@ def _team_namespace(obj: dict[str, Any], fallback: str) -> str:
     return team_namespace(obj, load_config(), fallback)
 
 
-def _lint_or_fail(objs: list[dict[str, Any]], values: dict[str, str] | None = None) -> None:
-    """Lint every object, and the values supplied for the first, before anything is sent."""
+def _lint_or_fail(
+    objs: list[dict[str, Any]],
+    values: dict[str, str] | None = None,
+    start: dict[str, Any] | None = None,
+) -> None:
+    """Lint every object, and the values supplied for ``start`` (default: the first), before
+    anything is sent."""
     from gangway.lint import CrdSchemas, lint_manifest
     from gangway.lint.values import refuse_bad_values
 
@@ -55,7 +60,7 @@ def _lint_or_fail(objs: list[dict[str, Any]], values: dict[str, str] | None = No
             console.print(f"[red]{f}[/]", soft_wrap=True)
         raise PermanentError(f"{len(errors)} lint error(s); fix them or see `gangway lint`")
     if values and objs:
-        refuse_bad_values(objs[0], values, schemas)
+        refuse_bad_values(start or objs[0], values, schemas)
 
 
 def _print_objects(objs: list[dict[str, Any]]) -> None:
@@ -88,6 +93,7 @@ def _connect(cluster: str | None) -> tuple[ClusterConfig, HeraArgoApi]:
 
 def _auto_cluster(
     pipeline: Path,
+    obj: dict[str, Any],
     params: dict[str, str],
     snapshot: str | None,
     gpu_type: str | None,
@@ -103,8 +109,8 @@ def _auto_cluster(
     from gangway.scheduling.pipeline_placement import choose_cluster, placed_manifest
 
     snap = read_snapshot(snapshot)
-    obj, placements = decide_pipeline(
-        pipeline, params, snap, gpu_type=gpu_type, within=within, data_region=data_region
+    placements = decide_pipeline(
+        obj, str(pipeline), params, snap, gpu_type=gpu_type, within=within, data_region=data_region
     )
     err_console.print(render_source(snap))
     for p in placements:
@@ -138,8 +144,14 @@ def submit_cmd(
     data_region: RegionOpt = None,
     pin_image: PinOpt = None,
     check_links: CheckLinksOpt = False,
+    name: NameOpt = None,
 ) -> None:
     """Lint, create-or-update the WorkflowTemplate, and start a Workflow from it.
+
+    From a YAML file: a WorkflowTemplate (with the CronWorkflows that run it, which `gangway
+    deploy` sends), a Workflow (sent as it is, as `argo submit` sends one) or a CronWorkflow
+    (one run of its workflow now); the file's WorkflowTemplates it references are created or
+    updated first. --name chooses when the file holds several.
 
     The `image` parameter (-p image=, else the pipeline's default) is pinned by digest: the
     registry is asked for the tag's digest, and the workflow runs (and its lineage records)
@@ -154,7 +166,7 @@ def submit_cmd(
     from gangway.cluster.submission import submit_plan
 
     objs = load_manifests(pipeline)
-    _one_template(pipeline, objs)
+    sub = submission_of(pipeline, objs, name)
     params = parse_params(param)
     if cluster is not None and cluster.lower() == "auto":
         if "cluster" in params:
@@ -162,19 +174,26 @@ def submit_cmd(
                 "-p cluster= and --cluster auto: let auto choose, or name the cluster with "
                 "--cluster NAME"
             )
-        cluster, placed = _auto_cluster(pipeline, params, snapshot, gpu_type, within, data_region)
-        objs = [placed, *objs[1:]]
+        cluster, placed = _auto_cluster(
+            pipeline, sub.resolved, params, snapshot, gpu_type, within, data_region
+        )
+        from gangway.workflows.manifest_files import Submission
+
+        # the placement is written on the gangs wherever the file defines them: send it whole
+        objs, sub = [placed], Submission(placed, [], placed)
     elif snapshot or gpu_type or within or data_region:
         raise PermanentError(
             "--snapshot, --gpu-type, --within and --data-region go with --cluster auto"
         )
-    _lint_or_fail(objs, params)
+    _lint_or_fail(objs, params, sub.resolved)
     if dry_run:
-        params.update(pinned_image(objs[0], params, pin=bool(pin_image), dry_run=True))
+        params.update(pinned_image(sub.resolved, params, pin=bool(pin_image), dry_run=True))
         plan = submit_plan(
-            objs[0],
-            _dry_params(pipeline, objs[0], params, cluster),
-            namespace or _team_namespace(objs[0], "argo"),
+            sub.start,
+            _dry_params(pipeline, sub.resolved, params, cluster),
+            namespace or _team_namespace(sub.start, "argo"),
+            templates=sub.templates,
+            declared=sub.resolved,
         )
         plan = link_mlflow(plan, mlflow_url(cluster), create=False, ask=check_links)
         _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
@@ -185,9 +204,15 @@ def submit_cmd(
     if check_links:
         raise PermanentError("--check-links goes with --dry-run (a submit always links)")
     pin = pin_image is not False
-    params.update(pinned_image(objs[0], params, pin=pin, dry_run=False))
-    params.update(_provenance(pipeline, objs[0], params, c.name))
-    plan = submit_plan(objs[0], params, namespace or _team_namespace(objs[0], c.namespace))
+    params.update(pinned_image(sub.resolved, params, pin=pin, dry_run=False))
+    params.update(_provenance(pipeline, sub.resolved, params, c.name))
+    plan = submit_plan(
+        sub.start,
+        params,
+        namespace or _team_namespace(sub.start, c.namespace),
+        templates=sub.templates,
+        declared=sub.resolved,
+    )
     plan = link_mlflow(plan, c.mlflow_url, create=True)
     done, created = apply_plan(plan, api)
     for line in done:
@@ -305,23 +330,3 @@ def links_cmd(
     from gangway.lineage.links import configmap_yaml
 
     typer.echo(configmap_yaml(mlflow_url, namespace), nl=False)
-
-
-def _one_template(pipeline: Path, objs: list[dict[str, Any]]) -> None:
-    """A YAML file submits when it holds one WorkflowTemplate first (and CronWorkflows, as a
-    compiled pipeline does, which `deploy` sends): submit sends it and starts a Workflow from
-    it, so any other shape would send something else silently."""
-    if pipeline.suffix == ".py":
-        return
-    from gangway.workflows.manifest_files import ARGO_KINDS, label
-
-    argo = [o for o in objs if o.get("kind") in ARGO_KINDS]
-    others = [o for o in argo if o.get("kind") != "CronWorkflow"]  # `deploy` sends those
-    if len(others) == 1 and others[0].get("kind") == "WorkflowTemplate" and argo[0] is others[0]:
-        return
-    held = ", ".join(label(o) for o in argo) or "no Argo object"
-    raise PermanentError(
-        f"{pipeline}: `gangway submit` sends one WorkflowTemplate and starts a Workflow from "
-        f"it; this file holds {held}: give a file with one WorkflowTemplate (run the others "
-        "here with `gangway run FILE --name NAME`)"
-    )

@@ -4,13 +4,25 @@ the local state directory."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gangway.errors import PermanentError
 from gangway.name_values import parse_assignments
 
-__all__ = ["ParamOpt", "PipelineArg", "StateDirOpt", "load_manifests", "parse_params"]
+if TYPE_CHECKING:
+    from gangway.workflows.manifest_files import Submission
+
+__all__ = [
+    "NameOpt",
+    "ParamOpt",
+    "PipelineArg",
+    "StateDirOpt",
+    "load_manifests",
+    "parse_params",
+    "submission_of",
+]
 
 PipelineArg = Annotated[
     Path,
@@ -23,6 +35,13 @@ PipelineArg = Annotated[
 ParamOpt = Annotated[
     list[str] | None,
     typer.Option("-p", "--param", help="override a workflow parameter: -p name=value"),
+]
+NameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        help="the object to use when a YAML file holds several: NAME, or Kind/NAME",
+    ),
 ]
 StateDirOpt = Annotated[
     Path, typer.Option(help="local state: storage, logs, the MLflow store, runs to retry")
@@ -40,3 +59,15 @@ def load_manifests(target: Path) -> list[dict[str, Any]]:
     from gangway.workflows.compiler import load_documents
 
     return load_documents(target)
+
+
+def submission_of(target: Path, objs: list[dict[str, Any]], name: str | None) -> Submission:
+    """What ``submit`` and ``explain`` act on: a pipeline file's WorkflowTemplate, or the
+    object of a YAML file :func:`gangway.workflows.manifest_files.choose_to_submit` picks."""
+    from gangway.workflows.manifest_files import Submission, choose_to_submit
+
+    if target.suffix == ".py":
+        if name is not None:
+            raise PermanentError("--name chooses among a YAML file's objects; a .py file has one")
+        return Submission(objs[0], [], objs[0])
+    return choose_to_submit(target, objs, name)

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from gangway.cli._help import command_group
 from gangway.cli._output import console, err_console, output_file, write_output
+from gangway.cli.options import NameOpt
 from gangway.errors import PermanentError
 
 if TYPE_CHECKING:
@@ -161,7 +162,8 @@ def queues_cmd(
 
 
 def decide_pipeline(
-    pipeline: Path,
+    obj: dict[str, Any],
+    where: str,
     params: dict[str, str],
     snapshot: Snapshot,
     *,
@@ -169,15 +171,13 @@ def decide_pipeline(
     within: str | None,
     data_region: str | None,
     cluster: str | None = None,
-) -> tuple[dict[str, Any], list[Placement]]:
-    """The pipeline's manifest and a placement for each of its gangs
+) -> list[Placement]:
+    """A placement for each gang of the pipeline ``obj`` (``where``: its file)
     (:func:`gangway.scheduling.pipeline_placement.place_pipeline`), its ``-p`` values checked
     first."""
-    from gangway.cli.options import load_manifests
     from gangway.config import load_config
     from gangway.scheduling import pipeline_placement as pp
 
-    obj = load_manifests(pipeline)[0]
     cfg = load_config()
     _refuse_bad_values(obj, params)
     regions = {c.region for c in snapshot.clusters.values()} | set(cfg.storage.buckets)
@@ -192,9 +192,9 @@ def decide_pipeline(
         gpu_type=gpu_type,
         within=within,
         cluster=cluster,
-        where=str(pipeline),
+        where=where,
     )
-    return obj, placements
+    return placements
 
 
 def _refuse_bad_values(obj: dict[str, Any], params: dict[str, str]) -> None:
@@ -217,17 +217,20 @@ def explain_cmd(
     gpu_type: GpuTypeOpt = None,
     within: WithinOpt = None,
     data_region: RegionOpt = None,
+    name: NameOpt = None,
 ) -> None:
     """Where each gang of a pipeline would run, or why not — sends nothing.
 
     The decision is admit now, admit by preempting (which gangs, what they lose), wait (for
     what exactly) or reject (which field to change), per cluster, best first, with reasons."""
     from gangway.cli.decisions import render_placement, render_source
-    from gangway.cli.options import parse_params
+    from gangway.cli.options import load_manifests, parse_params, submission_of
 
+    sub = submission_of(pipeline, load_manifests(pipeline), name)
     snap = read_snapshot(snapshot)
-    _, placements = decide_pipeline(
-        pipeline,
+    placements = decide_pipeline(
+        sub.resolved,
+        str(pipeline),
         parse_params(param),
         snap,
         gpu_type=gpu_type,

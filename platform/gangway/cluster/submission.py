@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 _DEPLOYABLE = {"WorkflowTemplate", "CronWorkflow", "ClusterWorkflowTemplate"}
+CRON_LABEL = "workflows.argoproj.io/cron-workflow"
+"""The label Argo puts on a Workflow a CronWorkflow started."""
 
 
 @dataclass(frozen=True)
@@ -55,32 +57,65 @@ def team_namespace(obj: Mapping[str, Any], config: PlatformConfig, fallback: str
     return views[team].namespace if team in views else fallback
 
 
-def submit_plan(template: Mapping[str, Any], params: Mapping[str, str], namespace: str) -> Plan:
-    """Create-or-update the WorkflowTemplate, then create a Workflow from it with ``params``."""
-    if template.get("kind") != "WorkflowTemplate":
+def submit_plan(
+    start: Mapping[str, Any],
+    params: Mapping[str, str],
+    namespace: str,
+    *,
+    templates: Sequence[Mapping[str, Any]] = (),
+    declared: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Create-or-update ``templates`` (those ``start`` references), then start a Workflow with
+    ``params`` from ``start``: a WorkflowTemplate (created or updated too, the Workflow refers
+    to it), a Workflow (sent as it is, as ``argo submit`` sends one) or a CronWorkflow (a
+    Workflow of its ``workflowSpec``, as ``argo submit --from cronwf/NAME`` starts one).
+    ``declared`` is ``start`` with its references resolved: the parameters it declares."""
+    kind = start.get("kind")
+    check_parameter_names(dict(declared or start), params)
+    upserts = [_with_namespace(t, namespace) for t in templates]
+    meta = start.get("metadata") or {}
+    if kind == "WorkflowTemplate":
+        name = str(meta["name"])
+        spec: dict[str, Any] = {"workflowTemplateRef": {"name": name}}
+        run_meta = {"generateName": f"{name}-", "labels": dict(meta.get("labels") or {})}
+        upserts = [*upserts, _with_namespace(start, namespace)]
+    elif kind == "Workflow":
+        spec = copy.deepcopy(dict(start.get("spec") or {}))
+        run_meta = {k: v for k, v in copy.deepcopy(dict(meta)).items() if k != "namespace"}
+    elif kind == "CronWorkflow":
+        cron = start.get("spec") or {}
+        spec = copy.deepcopy(dict(cron.get("workflowSpec") or {}))
+        labels = dict((cron.get("workflowMetadata") or {}).get("labels") or {})
+        labels[CRON_LABEL] = str(meta["name"])
+        run_meta = {"generateName": f"{meta['name']}-", "labels": labels}
+    else:
         raise PermanentError(
-            f"submit needs a WorkflowTemplate, got {template.get('kind')}; "
-            "use `gangway deploy` for CronWorkflows"
+            f"submit starts a WorkflowTemplate, a Workflow or a CronWorkflow, got {kind}; "
+            "use `gangway deploy` to create other objects"
         )
-    meta = template.get("metadata") or {}
-    name = str(meta["name"])
-    check_parameter_names(dict(template), params)
+    spec["arguments"] = _with_values(spec.get("arguments") or {}, params)
     run = {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Workflow",
-        "metadata": {
-            "generateName": f"{name}-",
-            "namespace": namespace,
-            "labels": dict(meta.get("labels") or {}),
-        },
-        "spec": {
-            "workflowTemplateRef": {"name": name},
-            "arguments": {
-                "parameters": [{"name": k, "value": str(v)} for k, v in sorted(params.items())]
-            },
-        },
+        "metadata": {**run_meta, "namespace": namespace},
+        "spec": spec,
     }
-    return Plan([_with_namespace(template, namespace)], run, namespace)
+    return Plan(upserts, run, namespace)
+
+
+def _with_values(arguments: Mapping[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
+    """``arguments`` with each of ``params`` as its parameter's value (added when the spec
+    does not list it: a WorkflowTemplate's default is then replaced by it)."""
+    out = copy.deepcopy(dict(arguments))
+    listed = [dict(p) for p in out.get("parameters") or []]
+    names = {p.get("name") for p in listed}
+    for p in listed:
+        if p.get("name") in params:
+            p["value"] = str(params[str(p["name"])])
+    listed += [{"name": k, "value": str(v)} for k, v in sorted(params.items()) if k not in names]
+    if listed:
+        out["parameters"] = listed
+    return out
 
 
 def deploy_plan(objects: Sequence[Mapping[str, Any]], namespace: str) -> Plan:

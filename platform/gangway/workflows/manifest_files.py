@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gangway.argo.references import LIBRARY_KINDS, library, references, resolve, spec_of
 from gangway.errors import NotFoundError, PermanentError, closest
 
-__all__ = ["ARGO_API", "RUNNABLE", "choose", "label", "read_manifests"]
+__all__ = [
+    "ARGO_API",
+    "RUNNABLE",
+    "Submission",
+    "choose",
+    "choose_to_submit",
+    "label",
+    "read_manifests",
+]
 
 ARGO_API = "argoproj.io/v1alpha1"
 RUNNABLE = ("Workflow", "WorkflowTemplate", "CronWorkflow")
@@ -164,6 +173,29 @@ def choose(
     Workflow or a CronWorkflow calls), or ``default`` when given (a Hera file's template). A
     reference to a template not in the file is refused: there is no cluster to fetch it
     from."""
+    picked = _pick(path, docs, name, default)
+    resolved = resolve(picked, library(docs))
+    missing = references(spec_of(resolved))
+    if missing:
+        at_hand = ", ".join(label(d) for d in docs if d.get("kind") in LIBRARY_KINDS)
+        fix = "the template in the workflow" if path.suffix == ".py" else "it in the file (---)"
+        raise PermanentError(
+            f"{path}: {label(picked)}: "
+            + "; ".join(f"{r} in this file" for r in missing)
+            + f" (it has: {at_hand or 'no WorkflowTemplate'}); a local run has no cluster to "
+            f"fetch templates from: define {fix}"
+        )
+    return resolved
+
+
+def _pick(
+    path: Path,
+    docs: Sequence[Mapping[str, Any]],
+    name: str | None,
+    default: Mapping[str, Any] | None,
+) -> Mapping[str, Any]:
+    """The runnable object of ``docs`` named ``name``, else ``default``, else the one no other
+    object references."""
     runnable = [d for d in docs if d.get("kind") in RUNNABLE]
     listed = ", ".join(label(d) for d in runnable) or "none"
     if name is not None:
@@ -187,21 +219,50 @@ def choose(
         if len(picked) > 1:
             first = (picked[0].get("metadata") or {}).get("name") or label(picked[0])
             raise PermanentError(
-                f"{path}: {len(picked)} objects to run ({', '.join(map(label, picked))}); a "
-                f"local run runs one: choose it with --name NAME (e.g. --name {first})"
+                f"{path}: {len(picked)} objects to run ({', '.join(map(label, picked))}); "
+                f"one runs at a time: choose it with --name NAME (e.g. --name {first})"
             )
-    resolved = resolve(picked[0], library(docs))
-    missing = references(spec_of(resolved))
-    if missing:
-        at_hand = ", ".join(label(d) for d in docs if d.get("kind") in LIBRARY_KINDS)
-        fix = "the template in the workflow" if path.suffix == ".py" else "it in the file (---)"
-        raise PermanentError(
-            f"{path}: {label(picked[0])}: "
-            + "; ".join(f"{r} in this file" for r in missing)
-            + f" (it has: {at_hand or 'no WorkflowTemplate'}); a local run has no cluster to "
-            f"fetch templates from: define {fix}"
-        )
-    return resolved
+    return picked[0]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What ``gangway submit`` sends from a file: the object it starts a Workflow from (a
+    WorkflowTemplate, a Workflow or a CronWorkflow), the file's WorkflowTemplates that object
+    references (created or updated first, as a cluster must hold them), and the object with
+    those references resolved (what its parameters and lint are read from)."""
+
+    start: dict[str, Any]
+    templates: list[dict[str, Any]]
+    resolved: dict[str, Any]
+
+
+def choose_to_submit(
+    path: Path, docs: Sequence[Mapping[str, Any]], name: str | None = None
+) -> Submission:
+    """What ``gangway submit`` sends from ``docs``: the object of that ``name``; else a
+    compiled pipeline's WorkflowTemplate (a Hera file's, or one followed by the CronWorkflows
+    that run it, which ``deploy`` sends); else the one object the others do not reference —
+    as :func:`choose` picks what ``gangway run`` runs."""
+    argo = [d for d in docs if d.get("kind") in ARGO_KINDS]
+    others = [d for d in argo if d.get("kind") != "CronWorkflow"]
+    compiled = (
+        name is None
+        and len(others) == 1
+        and others[0].get("kind") == "WorkflowTemplate"
+        and argo[0] is others[0]
+    )
+    start = dict(_pick(path, docs, name, argo[0] if compiled else None))
+    resolved = resolve(start, library(docs))
+    wanted = {(r.cluster, r.name) for r in references(spec_of(start))}
+    templates = [
+        dict(d)
+        for d in docs
+        if d.get("kind") in LIBRARY_KINDS
+        and ((d.get("kind") == "ClusterWorkflowTemplate"), (d.get("metadata") or {}).get("name"))
+        in wanted
+    ]
+    return Submission(start, templates, resolved)
 
 
 def _named(doc: Mapping[str, Any], name: str) -> bool:
