@@ -168,3 +168,23 @@ def test_the_field_names_are_argos_own() -> None:
     assert set(t["dag"]["properties"]["tasks"]["items"]["properties"]) == DAG_TASK_KEYS
     assert set(t["steps"]["items"]["items"]["properties"]) == STEP_KEYS
     assert set(t["container"]["properties"]) == CONTAINER_KEYS
+
+
+def test_a_run_ended_by_the_workflows_own_error_does_not_offer_a_retry(tmp_path: Path) -> None:
+    """An unknown variable (here ``{{retries}}`` in a template without a retryStrategy, which
+    Argo defines only there) ends the run when its step is about to start: a retry would meet
+    it again, so the run says to change the workflow instead."""
+    f = tmp_path / "wf.yaml"
+    spec = {
+        "templates": [
+            {
+                **HELLO,
+                "name": "main",
+                "container": {**HELLO["container"], "command": ["echo", "{{retries}}"]},
+            }
+        ]
+    }
+    f.write_text(yaml.safe_dump(_workflow(spec)))
+    res = cli("run", str(f), "--state-dir", str(tmp_path / "st"))
+    assert res.returncode == 1 and "unknown variable {{retries}}" in res.stdout + res.stderr
+    assert "gangway retry" not in res.stdout and "the workflow itself must change" in res.stdout

@@ -249,6 +249,14 @@ def _report(finished: Finished) -> None:
             highlight=False,
             markup=False,
         )
+    elif result.error and not result.error_retryable and result.interrupted is None:
+        console.print(
+            "the workflow itself must change: fix what the error names, then run it again "
+            "(a retry would meet the same error)",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
     else:
         console.print(f"resume with: {finished.retry_command}", highlight=False, markup=False)
     raise typer.Exit(128 + result.interrupted if result.interrupted else 1)

@@ -69,6 +69,8 @@ class RunResult:
     """The signal that stopped the run (SIGINT, SIGTERM), if one did."""
     error: str = ""
     """What ended the run early when it was not a step's failure (an executor error)."""
+    error_retryable: bool = False
+    """Whether that error may pass (transient): otherwise the workflow must change first."""
     survivors: list[int] = field(default_factory=list)
     """Processes of the run still alive at its end (killed then; should be none)."""
     outputs: dict[str, str] = field(default_factory=dict)

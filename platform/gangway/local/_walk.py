@@ -30,7 +30,7 @@ from typing import Any
 from gangway.argo.nodes import argo_node_name, pod_name
 from gangway.argo.retries import LastAttempt, next_retry
 from gangway.argo.scope import POD_TEMPLATE_TYPES, inputs_scope, skipped_outputs
-from gangway.errors import GangwayError, PermanentError, UnsupportedConstruct
+from gangway.errors import GangwayError, PermanentError, TransientError, UnsupportedConstruct
 from gangway.local._attempt import Attempt, RunContext, safe_name
 from gangway.local._cache import NodeCache
 from gangway.local._clock import Clock
@@ -106,6 +106,7 @@ class Walker:
     """``workflow.outputs.parameters.*`` / ``.artifacts.*`` published so far."""
     daemons: list[tuple[str, subprocess.Popen[bytes]]]
     error: str
+    error_retryable: bool
     auto_resume: bool
     stop_reason: str = ""
     """Why the run is stopping when it is not an interrupt (the workflow's deadline)."""
@@ -190,6 +191,7 @@ class Walker:
         """The Error node of an error found at run time, which ends the run with it named."""
         if not self.error:
             self.error = str(e) if isinstance(e, GangwayError) else self.internal(e)
+            self.error_retryable = isinstance(e, TransientError)
         template = str(task.get("template") or f"{task.get('name')}-inline")
         node = NodeResult(node_name, str(task["name"]), template, "Error", message=str(e))
         if not isinstance(e, GangwayError):

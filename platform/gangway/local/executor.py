@@ -95,6 +95,7 @@ class LocalExecutor(Walker):
         self.globals: dict[str, str] = {}
         self.daemons = []
         self.error = ""
+        self.error_retryable = False
         self.auto_resume = auto_resume
         self._status: dict[str, str] = {}
         """``workflow.status`` and ``workflow.failures``, once the entrypoint has ended."""
@@ -192,6 +193,7 @@ class LocalExecutor(Walker):
             round(self.clock.now() - t0, 2),
             interrupted=None if self._deadline_hit else self.procs.stopping,
             error=self.error,
+            error_retryable=self.error_retryable,
             survivors=survivors,
             outputs={
                 k.removeprefix("workflow.outputs.parameters."): v
