@@ -11,12 +11,24 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
 GANGWAY = [sys.executable, "-c", "from gangway.cli import main; main()"]
 """The installed CLI as a process: ``subprocess.run([*GANGWAY, "run", …])``."""
+
+
+class Output(Protocol):
+    """What a command printed and how it exited: a :class:`Ran` or a ``CompletedProcess``."""
+
+    @property
+    def returncode(self) -> int: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,16 @@ def cli(*args: str, cwd: Path = REPO, env: Mapping[str, str | None] | None = Non
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
     return Ran(code, stdout, stderr)
+
+
+def gangway(*args: str, cwd: Path = REPO, env: Mapping[str, str] | None = None) -> Ran:
+    """:func:`cli`, with ``env`` (when given) as the whole environment, as a process gets it:
+    variables it leaves out are unset for the call."""
+    if env is None:
+        return cli(*args, cwd=cwd)
+    changes: dict[str, str | None] = {k: None for k in os.environ if k not in env}
+    changes.update(env)
+    return cli(*args, cwd=cwd, env=changes)
 
 
 def cli_process(

@@ -5,9 +5,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,23 +20,7 @@ from gangway.cli._progress import _Lines, progress, steps_table
 from gangway.lint._findings import finding
 from gangway.local._results import NodeResult
 from tests.conftest import REPO
-
-GANGWAY = [sys.executable, "-c", "from gangway.cli import main; main()"]
-
-
-def gangway(
-    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the CLI as a user would (``env`` replaces the environment when given)."""
-    return subprocess.run(
-        [*GANGWAY, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-        check=False,
-        env={**(os.environ if env is None else env), "COLUMNS": "160"},
-    )
+from tests.helpers import gangway
 
 
 def test_help_explains_the_commands() -> None:

@@ -9,8 +9,6 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +28,7 @@ from gangway.errors import PermanentError
 from gangway.lineage.records import workflow_from_env
 from gangway.workflows.compiler import compile_pipeline
 from tests.conftest import REPO
+from tests.helpers import Ran, cli
 from tests.test_images import DIGEST, FakeRegistry, runtime_registry, serve
 
 DATA = Path(__file__).parent / "data"
@@ -234,16 +233,10 @@ def test_cluster_from_env_and_config(tmp_path: Path) -> None:
     assert resolve_cluster("eu-west", {}).kube_context == "gangway-eu-west"
 
 
-def _gangway(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ARGO_")}
-    return subprocess.run(
-        [sys.executable, "-c", "from gangway.cli import main; main()", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**base, **(env or {})},
-    )
+def _gangway(*args: str, env: dict[str, str] | None = None) -> Ran:
+    """The CLI in process, with no ``ARGO_*`` from the environment (``env`` adds some)."""
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ARGO_")}
+    return cli(*args, env={**unset, **(env or {})})
 
 
 def test_submit_dry_run_prints_the_exact_objects() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gangway.lineage import sqlite_uri
-from tests.test_cli import GANGWAY, gangway
+from tests.helpers import GANGWAY, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
 STEPS = 120

@@ -19,7 +19,7 @@ import pytest
 
 from gangway.lineage.links import controller_links
 from tests.conftest import REPO, _free_port, start_mlflow_server, stop_server
-from tests.test_cli import GANGWAY, gangway
+from tests.helpers import GANGWAY, gangway
 from tests.test_links import _workflow, argo_process_url
 
 PIPELINE = "pipelines/train_eval_infer.py"

@@ -20,7 +20,7 @@ from gangway.lineage.query import resolve
 from gangway.lineage.records import StepRecord, WorkflowInfo
 from gangway.lineage.render import text_lines, to_json
 from gangway.lineage.spool import Spool, find_spools
-from tests.test_cli import gangway
+from tests.helpers import gangway
 
 DIGEST = "sha256:" + "ab" * 32
 

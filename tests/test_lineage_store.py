@@ -18,10 +18,10 @@ from gangway.lineage import sqlite_uri
 from gangway.lineage.records import StepRecord, WorkflowInfo
 from gangway.lineage.spool import Spool
 from gangway.lineage.store import inspect_sqlite
-from tests.test_cli import GANGWAY, gangway
+from tests.helpers import GANGWAY, Output, gangway
 
 
-def _one_clear_line(res: subprocess.CompletedProcess[str], *words: str, code: int = 1) -> None:
+def _one_clear_line(res: Output, *words: str, code: int = 1) -> None:
     out = res.stdout + res.stderr
     assert res.returncode == code, out[-3000:]
     assert "Traceback" not in out and 'File "' not in out, out[-3000:]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import copy
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from gangway.lint import CrdSchemas, lint_manifest
 from gangway.lint._findings import finding
 from gangway.workflows.compiler import compile_documents, compile_pipeline
 from tests.conftest import REPO
+from tests.helpers import cli
 
 PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.startswith("_"))
 
@@ -294,25 +293,14 @@ def test_broken_manifests_are_caught_with_their_path(
 def test_cli_exit_codes_and_output(
     schemas: CrdSchemas, compiled: dict[str, Any], tmp_path: Path
 ) -> None:
-    gangway = [sys.executable, "-c", "from gangway.cli import main; main()"]
-    env = {**os.environ, "COLUMNS": "200"}
-    ok = subprocess.run(
-        [*gangway, "lint", "pipelines/train_eval_infer.py"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    ok = cli("lint", "pipelines/train_eval_infer.py")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "0 error(s)" in ok.stdout
     broken = copy.deepcopy(compiled)
     _template(broken, "stage")["retryStrategy"]["retryPolicy"] = "Sometimes"
     f = tmp_path / "broken.yaml"
     f.write_text(yaml.safe_dump(broken))
-    bad = subprocess.run(
-        [*gangway, "lint", str(f)], cwd=REPO, capture_output=True, text=True, env=env, check=False
-    )
+    bad = cli("lint", str(f))
     assert bad.returncode == 1
     assert "retryPolicy" in bad.stdout and "1 error(s)" in bad.stdout
 

@@ -5,9 +5,6 @@ CRDs come from ``GANGWAY_CRDS_DIR``; without it the schema tests skip and say wh
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,7 @@ from gangway.lint import CrdSchemas, lint_manifest
 from gangway.lint.core_kinds import KUBERNETES_VERSION
 from gangway.lint.crds import to_json_schema
 from tests.conftest import REPO
+from tests.helpers import Ran, cli
 
 IMAGE = "busybox:1.36"
 
@@ -351,15 +349,8 @@ def test_a_property_named_like_a_schema_keyword_is_kept() -> None:
     assert to_json_schema(raw)["additionalProperties"] is False
 
 
-def _gangway_lint(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from gangway.cli import main; main()", "lint", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "250"},
-        check=False,
-    )
+def _gangway_lint(*args: str) -> Ran:
+    return cli("lint", *args, env={"COLUMNS": "250"})
 
 
 def test_no_platform_skips_the_platform_rules(schemas: CrdSchemas, tmp_path: Path) -> None:

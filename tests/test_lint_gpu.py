@@ -17,7 +17,7 @@ from gangway.config import EXAMPLE, load_config
 from gangway.lint import CrdSchemas, lint_manifest
 from gangway.lint.platform_rules import known_gpu_products
 from gangway.lint.values import check_values
-from tests.test_cli import gangway
+from tests.helpers import gangway
 
 Obj = dict[str, Any]
 H100 = "NVIDIA-H100-80GB-HBM3"

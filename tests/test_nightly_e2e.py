@@ -14,7 +14,7 @@ import pytest
 from gangway.contract import tag
 from gangway.local.session import Finished, run_pipeline
 from tests.conftest import REPO
-from tests.test_cli import gangway
+from tests.helpers import gangway
 
 pytestmark = pytest.mark.e2e
 NIGHTLY = REPO / "pipelines" / "nightly_eval.py"

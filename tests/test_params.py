@@ -21,7 +21,7 @@ from gangway.params import (
 )
 from gangway.workflows.compiler import compile_pipeline, to_yaml
 from tests.conftest import REPO
-from tests.test_cli import gangway
+from tests.helpers import gangway
 
 PIPELINE = REPO / "pipelines" / "train_eval_infer.py"
 

@@ -16,7 +16,7 @@ from gangway.config import EXAMPLE, load_config
 from gangway.render import differences, render
 from gangway.render.kube import RBAC_RULES
 from gangway.workflows.compiler import compile_pipeline
-from tests.test_cli import gangway
+from tests.helpers import gangway
 
 REPO = Path(__file__).resolve().parent.parent
 KUBERNETES_VERSION = "1.32.0"

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.test_cli import gangway
+from tests.helpers import gangway
 
 PIPE = "pipelines/train_eval_infer_gpu.py"
 CPU_PIPE = "pipelines/train_eval_infer.py"

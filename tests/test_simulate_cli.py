@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import gangway
+from tests.helpers import gangway
 from tests.test_simulation import small_trace
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"

@@ -6,18 +6,17 @@ retry", which replays the same values. One scenario per mistake, run as a user r
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import make_bucket
-from tests.test_cli import gangway
+from tests.helpers import Output, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
 
 
-def _refused_up_front(res: subprocess.CompletedProcess[str], state: Path, *words: str) -> None:
+def _refused_up_front(res: Output, state: Path, *words: str) -> None:
     out = res.stdout + res.stderr
     assert res.returncode == 1, out[-3000:]
     assert "Traceback" not in out and 'File "' not in out, out[-3000:]

@@ -20,12 +20,12 @@ from gangway.lineage.records import StepRecord, WorkflowInfo
 from gangway.lineage.spool import Spool
 from gangway.step.main import error_summary
 from tests.conftest import REPO
-from tests.test_cli import gangway
+from tests.helpers import Output, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
 
 
-def _one_clear_line(res: subprocess.CompletedProcess[str], *words: str, code: int = 1) -> None:
+def _one_clear_line(res: Output, *words: str, code: int = 1) -> None:
     assert res.returncode == code, res.stdout[-2000:] + res.stderr[-2000:]
     assert "Traceback" not in res.stdout + res.stderr
     assert 'File "' not in res.stdout + res.stderr

@@ -17,7 +17,7 @@ from gangway.lint.values import check_values
 from gangway.params import SCHEMA_ANNOTATION
 from gangway.workflows.compiler import compile_pipeline
 from tests.conftest import REPO
-from tests.test_cli import gangway
+from tests.helpers import gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
 # Closes the quoted --config value inside the Volcano Job's container args, then adds a

@@ -16,7 +16,7 @@ from gangway.errors import PermanentError
 from gangway.step.interface import CheckpointUri, CorpusUri, StepSpec
 from gangway.workflows.compiler import compile_pipeline
 from tests.conftest import REPO
-from tests.test_cli import gangway
+from tests.helpers import gangway
 
 PIPELINE = REPO / "pipelines" / "train_eval_infer.py"
 TRAIN_CORPUS = "corpus=stage.corpus,\n        checkpoints=RUN"
