@@ -11,12 +11,14 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from components.staging import build_demo_dataset, stage
 from gangway.lint.crds import CrdSchemas
+from tests.helpers import PipelineRun, pipeline_run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -214,3 +216,47 @@ def schemas() -> CrdSchemas:
             "(.ci/run uses ../shared/crds)"
         )
     return CrdSchemas.from_dir(Path(crds))
+
+
+@dataclass(frozen=True)
+class ReferenceRuns:
+    """The reference pipeline run twice in one state dir, on the same data (its MLflow store,
+    sqlite, in it): the second finds staging and evaluation cached and trains again."""
+
+    state: Path
+    first: PipelineRun
+    second: PipelineRun
+    args: tuple[str, ...]
+
+    @property
+    def tracking_uri(self) -> str:
+        return f"sqlite:///{self.state}/mlflow.db"
+
+
+REFERENCE_ARGS = (
+    *("-p", "train-steps=20", "-p", "checkpoint-every=10", "-p", "shards=2"),
+    *("--parallelism", "2"),
+)
+"""Checkpoints at steps 10 and 20 (the second better: a regression to find), two inference
+shards (a fan-out), a gang of two pods."""
+
+
+@pytest.fixture(scope="session")
+def reference_runs(tmp_path_factory: pytest.TempPathFactory) -> ReferenceRuns:
+    """The one whole run of the reference pipeline the suite shares (and its cached re-run):
+    the CLI, lineage and nightly tests read it; a test that changes its MLflow store works on
+    a copy (:func:`copy_state`)."""
+    state = tmp_path_factory.mktemp("reference") / "state"
+    args = ("pipelines/train_eval_infer.py", "--state-dir", str(state), *REFERENCE_ARGS)
+    first = pipeline_run(*args)
+    second = pipeline_run(*args)
+    return ReferenceRuns(state, first, second, args)
+
+
+def copy_state(runs: ReferenceRuns, to: Path) -> Path:
+    """A copy of the reference runs' state dir, for a test that changes it (its MLflow store's
+    records still point at the shared run's checkpoints, which it only reads)."""
+    import shutil
+
+    shutil.copytree(runs.state, to, ignore=shutil.ignore_patterns("*.lock"))
+    return to

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from typer.testing import CliRunner
 
@@ -93,3 +93,103 @@ def cli_process(
         check=False,
         env={**(os.environ if env is None else env), "COLUMNS": "160"},
     )
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """One ``gangway run`` of a pipeline: what it printed, and the workflow it ran."""
+
+    out: Ran
+    name: str
+    uid: str
+
+
+def pipeline_run(*args: str) -> PipelineRun:
+    """``gangway run ARGS`` in process; it must succeed. Its workflow's name and uid are read
+    from the summary it prints (``lineage: … workflow:NAME`` and ``run: …/UID``)."""
+    res = cli("run", *args)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    lines = res.stdout.splitlines()
+    name = next(x for x in lines if x.startswith("lineage: ")).split("workflow:", 1)[1].split()[0]
+    uid = next(x for x in lines if x.startswith("run: ")).rsplit("/", 1)[1].strip()
+    return PipelineRun(res, name, uid)
+
+
+class LoopbackProxy:
+    """A TCP proxy on 127.0.0.1 in front of ``upstream`` (``host:port``): :meth:`down` closes
+    it — the port refuses connections and open ones are cut, as a server that went away does
+    — and :meth:`up` opens it again on the same port. An outage without restarting a
+    server."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        import socket
+
+        self.upstream = upstream
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = int(probe.getsockname()[1])
+        probe.close()
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self.up()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def up(self) -> None:
+        import socket
+        import threading
+
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def down(self) -> None:
+        import contextlib
+        import socket
+
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        for s in self._open:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        self._open.clear()
+
+    def _accept(self, listener: Any) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # closed: down()
+            try:
+                server = socket.create_connection(self.upstream, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            self._open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: Any, dst: Any) -> None:
+        import contextlib
+        import socket
+
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)

@@ -19,7 +19,7 @@ from gangway.cli._output import shorten
 from gangway.cli._progress import _Lines, progress, steps_table
 from gangway.lint._findings import finding
 from gangway.local._results import NodeResult
-from tests.conftest import REPO
+from tests.conftest import REPO, ReferenceRuns
 from tests.helpers import gangway
 
 
@@ -46,60 +46,44 @@ def test_user_error_is_one_line_not_a_traceback() -> None:
 
 
 @pytest.mark.e2e
-def test_run_reference_pipeline_end_to_end(tmp_path: Path) -> None:
+def test_run_reference_pipeline_end_to_end(reference_runs: ReferenceRuns) -> None:
     """The compiled reference pipeline, executed locally: real staging, a 2-pod torchrun gang,
     evaluation of every checkpoint, and inference over every shard exactly once."""
-    state = tmp_path / "state"
-    argv = [
-        "run",
-        "pipelines/train_eval_infer.py",
-        "--state-dir",
-        str(state),
-        "-p",
-        "train-steps=30",
-        "-p",
-        "checkpoint-every=10",
-        "-p",
-        "shards=3",
-        "--parallelism",
-        "2",
-    ]
-    res = gangway(*argv)
-    assert res.returncode == 0, res.stdout + res.stderr
+    state, res = reference_runs.state, reference_runs.first.out
     assert "cached" not in res.stdout
     assert "Succeeded" in res.stdout and "train-eval-infer" in res.stdout
-    (run_dir,) = (state / "storage" / "runs").iterdir()
-    evaluated = next(n for n in _nodes(state) if n["task"] == "evaluate")
+    run_dir = state / "storage" / "runs" / reference_runs.first.uid
+    evaluated = next(n for n in _nodes(state, reference_runs.first.name) if n["task"] == "evaluate")
     metrics = json.loads(evaluated["outputs"]["scores"])  # an output parameter of the step
     losses = [c["loss"] for c in metrics["checkpoints"]]
-    assert [c["step"] for c in metrics["checkpoints"]] == [10, 20, 30]
+    assert [c["step"] for c in metrics["checkpoints"]] == [10, 20]
     assert losses[-1] < losses[0], f"validation loss should fall: {losses}"
     assert metrics["best"]["loss"] == min(losses)
     preds = sorted((run_dir / "predictions").glob("shard-*.jsonl"))
-    assert len(preds) == 3
+    assert len(preds) == 2
     ids = [json.loads(line)["id"] for p in preds for line in p.read_text().splitlines()]
     docs = (state / "storage" / "demo" / "inputs.jsonl").read_text().splitlines()
     assert sorted(ids) == sorted(json.loads(d)["id"] for d in docs)  # each exactly once
     assert len(ids) == len(set(ids))
-    pods = sorted(p.name for p in (next((state / "runs").iterdir()) / "logs" / "train").iterdir())
-    assert pods == ["master-0.log", "worker-0.log"]
-    _check_lineage(f"sqlite:///{state}/mlflow.db", run_dir.name)
+    logs = state / "runs" / reference_runs.first.name / "logs" / "train"
+    assert sorted(p.name for p in logs.iterdir()) == ["master-0.log", "worker-0.log"]
+    _check_lineage(reference_runs.tracking_uri, reference_runs.first.uid)
     assert f"mlflow ui --backend-store-uri sqlite:///{state}/mlflow.db" in res.stdout
     # The same run again on the same data: staging is cached, training runs (it is not
     # cacheable) and writes the very same checkpoints, so their evaluation is cached too.
-    again = gangway(*argv)
-    assert again.returncode == 0, again.stdout + again.stderr
-    nodes = _nodes(state)
+    again = reference_runs.second.out
+    nodes = _nodes(state, reference_runs.second.name)
     assert {n["task"] for n in nodes if n["cached"]} == {"stage", "evaluate"}
     assert again.stdout.count("cached") >= 2
     new_best = next(n for n in nodes if n["task"] == "evaluate")["outputs"]["best"]
     assert new_best.startswith(f"file://{run_dir}/checkpoints/")  # the first run's, verified
 
 
-def _nodes(state: Path) -> list[dict[str, Any]]:
-    """The nodes of the newest local run in ``state``."""
-    newest = max((state / "runs").glob("*/nodes.json"), key=lambda p: p.stat().st_mtime)
-    nodes: list[dict[str, Any]] = json.loads(newest.read_text())["nodes"]
+def _nodes(state: Path, name: str) -> list[dict[str, Any]]:
+    """The nodes of the local run ``name`` in ``state``."""
+    nodes: list[dict[str, Any]] = json.loads((state / "runs" / name / "nodes.json").read_text())[
+        "nodes"
+    ]
     return nodes
 
 
@@ -116,7 +100,7 @@ def _check_lineage(uri: str, workflow_uid: str) -> None:
     steps = sorted(
         r.data.tags["gangway.step"] for r in runs if r.data.tags["gangway.kind"] == "step"
     )
-    assert steps == ["evaluate", "infer", "infer", "infer", "split", "stage", "train"]
+    assert steps == ["evaluate", "infer", "infer", "split", "stage", "train"]
     train = next(r for r in runs if r.data.tags.get("gangway.step") == "train")
     losses = [m.value for m in client.get_metric_history(train.info.run_id, "loss")]
     assert len(losses) >= 2 and losses[-1] < losses[0]
@@ -124,7 +108,7 @@ def _check_lineage(uri: str, workflow_uid: str) -> None:
     checkpoints = client.search_logged_models(
         [exp.experiment_id], f"tags.`gangway.training_run` = '{train.info.run_id}'"
     )
-    assert len(checkpoints) == 3
+    assert len(checkpoints) == 2
 
 
 def test_compile_writes_yaml(tmp_path: Path) -> None:

@@ -156,6 +156,20 @@ def test_a_link_to_an_unreachable_server_is_empty_and_quick() -> None:
     assert record_link("sqlite:///x.db", "p", "k") == "tags.`gangway.record` = 'k'"
 
 
+def test_a_link_to_a_server_is_its_ui_searching_the_records_run(mlflow_server: str) -> None:
+    """A step's link, made before its run exists: the MLflow UI's page of the pipeline's
+    experiment (made now, through the REST API) searched by the step's record key."""
+    from urllib.parse import unquote
+
+    from mlflow.tracking import MlflowClient
+
+    link = record_link(mlflow_server, "link-before-run", "k-123")
+    path, query = link.removeprefix(f"{mlflow_server}/#").split("?searchFilter=")
+    exp = MlflowClient(tracking_uri=mlflow_server).get_experiment_by_name("link-before-run")
+    assert exp is not None and path == f"/experiments/{exp.experiment_id}/runs"
+    assert unquote(query) == "tags.`gangway.record` = 'k-123'"
+
+
 def test_a_spooled_record_survives_for_later(tmp_path: Path) -> None:
     """MLflow down at the step's end loses nothing: the record is in the spool, unsent."""
     root = Path(tempfile.mkdtemp(dir=tmp_path))

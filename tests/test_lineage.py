@@ -1,6 +1,7 @@
-"""Lineage end to end: the reference pipeline, run locally against a real MLflow tracking server
-(sqlite backend), produces the whole graph; ``gangway lineage`` walks it both ways; an MLflow
-outage mid-run ends with a complete graph and no duplicates."""
+"""Lineage end to end: the reference pipeline, run locally (the suite's shared runs, a sqlite
+store), produces the whole graph; ``gangway lineage`` walks it both ways; a sync sends it whole
+to another store; an outage of a real MLflow tracking server mid-run ends with a complete
+graph and no duplicates."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import os
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,21 +18,12 @@ from urllib.parse import unquote
 import pytest
 
 from gangway.lineage.links import controller_links
-from tests.conftest import REPO, _free_port, start_mlflow_server, stop_server
-from tests.helpers import GANGWAY, gangway
+from gangway.lineage.spool import Spool
+from tests.conftest import REPO, ReferenceRuns
+from tests.helpers import GANGWAY, LoopbackProxy, gangway
 from tests.test_links import _workflow, argo_process_url
 
 PIPELINE = "pipelines/train_eval_infer.py"
-SMALL = [
-    "-p",
-    "train-steps=40",
-    "-p",
-    "checkpoint-every=20",
-    "-p",
-    "shards=2",
-    "--parallelism",
-    "2",
-]
 STEPS = Counter({"stage": 1, "split": 1, "train": 1, "evaluate": 1, "infer": 2})
 ONE_SHARD = STEPS - Counter({"infer": 1})
 
@@ -41,24 +32,6 @@ ONE_SHARD = STEPS - Counter({"infer": 1})
 class Run:
     name: str
     uid: str
-
-
-def _run_pipeline(state: Path, uri: str, *extra: str) -> Run:
-    res = gangway(
-        "run",
-        PIPELINE,
-        *SMALL,
-        "-p",
-        f"mlflow-tracking-uri={uri}",
-        "--state-dir",
-        str(state),
-        *extra,
-    )
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    line = next(x for x in res.stdout.splitlines() if x.startswith("lineage: "))
-    name = line.split("workflow:", 1)[1].split()[0]
-    uid = next(x for x in res.stdout.splitlines() if x.startswith("run: ")).rsplit("/", 1)[1]
-    return Run(name, uid.strip())
 
 
 def _lineage(uri: str, ref: str) -> dict[str, Any]:
@@ -122,23 +95,23 @@ def _step_run(uri: str, uid: str, step: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def two_runs(
-    mlflow_server: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Path, Run, Run]]:
-    """The reference pipeline run twice on the same data, tracked by one MLflow server."""
-    state = tmp_path_factory.mktemp("lineage-state")
-    first = _run_pipeline(state, mlflow_server)
-    # The second only has to use the same data: the smallest run that does.
-    second = _run_pipeline(state, mlflow_server, "-p", "train-steps=20", "-p", "shards=1")
-    yield state, first, second
+def two_runs(reference_runs: ReferenceRuns) -> tuple[Path, Run, Run, str]:
+    """The suite's reference runs: the pipeline twice on the same data, one MLflow store."""
+    first, second = reference_runs.first, reference_runs.second
+    return (
+        reference_runs.state,
+        Run(first.name, first.uid),
+        Run(second.name, second.uid),
+        reference_runs.tracking_uri,
+    )
 
 
 @pytest.mark.e2e
 def test_pipeline_records_one_run_per_step_and_links_them(
-    two_runs: tuple[Path, Run, Run], mlflow_server: str
+    two_runs: tuple[Path, Run, Run, str],
 ) -> None:
-    state, first, _ = two_runs
-    runs = _step_runs(mlflow_server, first.uid)
+    state, first, _, uri = two_runs
+    runs = _step_runs(uri, first.uid)
     kinds = Counter(r.data.tags["gangway.kind"] for r in runs)
     assert kinds == Counter({"workflow": 1, "step": 6})
     parent = next(r for r in runs if r.data.tags["gangway.kind"] == "workflow")
@@ -147,63 +120,68 @@ def test_pipeline_records_one_run_per_step_and_links_them(
     assert {r.data.tags["mlflow.parentRunId"] for r in steps} == {parent.info.run_id}
     assert all(r.info.status == "FINISHED" for r in steps)
     tags = parent.data.tags
-    assert tags["gangway.cluster.settings"] == "local" and len(tags["gangway.git_sha"]) >= 40
+    assert tags["gangway.cluster"] == "local" and len(tags["gangway.git_sha"]) >= 40
     assert tags["gangway.namespace"] == "local" and tags["gangway.image"]
-    assert parent.data.params["train-steps"] == "40"
+    assert parent.data.params["train-steps"] == "20"
     # The Argo UI's workflow link (as Argo fills it in) lists exactly this workflow's runs.
     exp = parent.info.experiment_id
-    link = argo_process_url(controller_links(mlflow_server)[0]["url"], _workflow(first.uid, exp))
+    ui = "https://mlflow.lab.example"  # the links name the UI; the runs are in the store
+    link = argo_process_url(controller_links(ui)[0]["url"], _workflow(first.uid, exp))
     path, query = link.split("#", 1)[1].split("?searchFilter=")
     assert path == f"/experiments/{exp}/runs"
-    found = _client(mlflow_server).search_runs([exp], unquote(query))
+    found = _client(uri).search_runs([exp], unquote(query))
     assert {r.info.run_id for r in found} == {r.info.run_id for r in runs}
-    # Every container step outputs a link to its own run: the experiment searched by the
-    # step's record key (steps only spool, so the link is made before the run exists).
+    # Every container step outputs a link to its own run: the search for the step's record
+    # key (steps only spool, so the link is made before the run exists). A sqlite store has
+    # no UI to link to, so the output is the search itself (with a server: the UI's page of
+    # the experiment searched, tests/test_tracking.py).
     urls = sorted((state / "runs" / first.name / "steps").glob("*/attempt-*/out/mlflow_run_url"))
     assert len(urls) == 5
     by_id = {r.info.run_id: r for r in steps}
     for url in urls:
-        path, query = url.read_text().split("#", 1)[1].split("?searchFilter=")
-        assert path == f"/experiments/{exp}/runs"
-        hits = _client(mlflow_server).search_runs([exp], unquote(query))
+        query = url.read_text()
+        assert query.startswith("tags.`gangway.record` = ")
+        hits = _client(uri).search_runs([exp], query)
         assert len(hits) == 1 and hits[0].info.run_id in by_id, url
 
 
 @pytest.mark.e2e
-def test_lineage_walks_from_a_model_version_both_ways(
-    two_runs: tuple[Path, Run, Run], mlflow_server: str
-) -> None:
-    _, first, _ = two_runs
-    evaluate = _step_run(mlflow_server, first.uid, "evaluate")
+def test_lineage_walks_from_a_model_version_both_ways(two_runs: tuple[Path, Run, Run, str]) -> None:
+    _, first, _, uri = two_runs
+    evaluate = _step_run(uri, first.uid, "evaluate")
     version = evaluate.data.tags["gangway.registered"]
-    doc = _lineage(mlflow_server, f"model:{version}")
+    doc = _lineage(uri, f"model:{version}")
     assert doc["root"] == f"model:{version}"
     # upstream: model version ← checkpoint ← training run ← dataset ← staging run
     assert _path(doc["upstream"], ["checkpoint", "run", "dataset", "run"])
     nodes = doc["nodes"]
     ck = next(i for i in _ids(doc["upstream"]) if i.startswith("checkpoint:"))
-    assert nodes[ck]["step"] == 40 and nodes[ck]["digest"].startswith("sha256:")
+    assert nodes[ck]["step"] == 20 and nodes[ck]["digest"].startswith("sha256:")
     trainer = next(c["id"] for c in doc["upstream"]["children"][0]["children"])
     assert nodes[trainer]["step"] == "train"
     # downstream: both inference shards and their outputs
-    infers = [c for c in doc["downstream"]["children"] if nodes[c["id"]].get("step") == "infer"]
+    infers = [  # this run's: the cached re-run's inference used the same version
+        c
+        for c in doc["downstream"]["children"]
+        if nodes[c["id"]].get("step") == "infer" and nodes[c["id"]].get("workflow_uid") == first.uid
+    ]
     assert len(infers) == 2
     outputs = {o["id"] for c in infers for o in c.get("children", [])}
     assert all(o.startswith("output:") and o.endswith(".jsonl") for o in outputs)
     assert len(outputs) == 2
     # the text view says the same, readably
-    res = gangway("lineage", f"model:{version}", "--tracking-uri", mlflow_server)
-    assert res.returncode == 0 and "upstream" in res.stdout and "checkpoint step 40" in res.stdout
+    res = gangway("lineage", f"model:{version}", "--tracking-uri", uri)
+    assert res.returncode == 0 and "upstream" in res.stdout and "checkpoint step 20" in res.stdout
 
 
 @pytest.mark.e2e
 def test_two_runs_on_the_same_data_share_the_dataset_node(
-    two_runs: tuple[Path, Run, Run], mlflow_server: str
+    two_runs: tuple[Path, Run, Run, str],
 ) -> None:
-    _, first, second = two_runs
-    stage = _step_run(mlflow_server, first.uid, "stage")
+    _, first, second, uri = two_runs
+    stage = _step_run(uri, first.uid, "stage")
     digest = stage.data.tags["gangway.dataset_digest"]
-    doc = _lineage(mlflow_server, f"dataset:{digest[:20]}")
+    doc = _lineage(uri, f"dataset:{digest[:20]}")
     nodes = doc["nodes"]
     trainers = {
         nodes[i]["workflow"]
@@ -214,32 +192,33 @@ def test_two_runs_on_the_same_data_share_the_dataset_node(
     stagers = {nodes[i]["workflow"] for i in _ids(doc["upstream"]) if i.startswith("run:")}
     assert stagers == {first.name}  # the second run's staging was a cache hit: not run again
     # and the workflow view walks from the workflow to the outputs
-    _assert_complete(_lineage(mlflow_server, f"workflow:{first.name}"), first.uid)
+    _assert_complete(_lineage(uri, f"workflow:{first.name}"), first.uid)
 
 
 @pytest.mark.e2e
-def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) -> None:
-    """Stop the tracking server once staging is recorded; bring it back once training is
-    done, so evaluation sends what was spooled; stop it again for inference and the end of the
-    run. The run still succeeds (exit 0) and says what to sync; the sync then closes the
-    parent run; nothing is lost or doubled."""
-    db = tmp_path / "mlflow"
-    db.mkdir()
-    port = _free_port()
-    uri = f"http://127.0.0.1:{port}"
-    server = start_mlflow_server(db, port)
+def test_mlflow_outage_mid_run_ends_complete_without_duplicates(
+    mlflow_server: str, tmp_path: Path
+) -> None:
+    """MLflow goes away once staging is recorded and comes back once training is done, so
+    evaluation sends what was spooled; it goes away again for inference and the end of the
+    run. The run still succeeds (exit 75) and says what to sync; the sync then closes the
+    parent run; nothing is lost or doubled. (The outage is a proxy in front of the suite's
+    server closing and opening again: what a client sees of a server that went away.)"""
+    host, port = mlflow_server.removeprefix("http://").split(":")
+    proxy = LoopbackProxy((host, int(port)))
+    uri = proxy.url
+    before = len(_client(mlflow_server).search_model_versions("name = 'train-eval-infer'"))
     state = tmp_path / "state"
     env = {**os.environ, "COLUMNS": "200", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+    small = ["-p", "train-steps=20", "-p", "checkpoint-every=10", "-p", "shards=1"]
     proc = subprocess.Popen(
         [
             *GANGWAY,
             "run",
             PIPELINE,
-            *SMALL,
+            *small,
             "-p",
             f"mlflow-tracking-uri={uri}",
-            "-p",
-            "shards=1",
             "--state-dir",
             str(state),
         ],
@@ -251,12 +230,12 @@ def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) 
     )
     try:
         spool = _wait_for(lambda: _spool_with(state, "stage", synced=True), proc)
-        stop_server(server)
+        proxy.down()
         _wait_for(lambda: _spool_with(state, "train", synced=False, finished=True), proc)
         assert not list(spool.glob("*-train-*.json.synced")), "train was sent while MLflow was down"
-        server = start_mlflow_server(db, port)
+        proxy.up()
         _wait_for(lambda: _spool_with(state, "evaluate", synced=True), proc)
-        stop_server(server)
+        proxy.down()
         proc.wait(timeout=900)
         out = (tmp_path / "run.log").read_text()
         # The work succeeded, its lineage did not reach MLflow: loud, exit 75, the command.
@@ -269,9 +248,9 @@ def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) 
         uid = spool.parent.name
         # The workflow's end always waits; inference may have been sent before the server
         # went down (it starts right after evaluation), so count what is pending.
-        pending = [r for r in spool.glob("*.json") if not r.with_name(r.name + ".synced").exists()]
-        assert any("-workflow-" in r.name for r in pending), pending
-        server = start_mlflow_server(db, port)
+        pending = Spool(f"file://{spool}").pending(uri)  # a record rewritten since: again
+        assert any(r.kind == "workflow" for r in pending), pending
+        proxy.up()
         res = gangway("lineage", "sync", "--spool", str(spool), "--tracking-uri", uri)
         assert res.returncode == 0, res.stderr
         assert f"sent {len(pending)} record(s)" in res.stdout, res.stdout
@@ -281,11 +260,9 @@ def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) 
         (parent,) = [r for r in runs if r.data.tags["gangway.kind"] == "workflow"]
         assert parent.info.status == "FINISHED" and parent.data.tags["gangway.phase"] == "Succeeded"
         train = next(r for r in steps if r.data.tags["gangway.step"] == "train")
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=uri)
+        client = _client(uri)
         history = [(m.step, m.value) for m in client.get_metric_history(train.info.run_id, "loss")]
-        assert [s for s, _ in history] == [10, 20, 30, 40]
+        assert [s for s, _ in history] == [10, 20]
         # Replaying everything again (markers gone) changes nothing.
         for mark in spool.glob("*.synced"):
             mark.unlink()
@@ -298,22 +275,23 @@ def test_mlflow_outage_mid_run_ends_complete_without_duplicates(tmp_path: Path) 
         assert sorted(r.info.run_id for r in again) == sorted(r.info.run_id for r in runs)
         history2 = client.get_metric_history(train.info.run_id, "loss")
         assert len(history2) == len(history)
-        assert len(client.search_model_versions("name = 'train-eval-infer'")) == 1
+        versions = client.search_model_versions("name = 'train-eval-infer'")
+        assert len(versions) == before + 1  # this run's best, registered once
         _assert_complete(_lineage(uri, f"workflow:{uid}"), uid, ONE_SHARD)
     finally:
         if proc.poll() is None:
             proc.kill()
-        stop_server(server)
+        proxy.down()
 
 
 @pytest.mark.e2e
 def test_sync_into_another_store_sends_everything_and_registers_the_model(
-    two_runs: tuple[Path, Run, Run], tmp_path: Path
+    two_runs: tuple[Path, Run, Run, str], tmp_path: Path
 ) -> None:
     """A spool synced to one store is sent whole to another (what a store has is tracked per
     store), and registering a model version works from the CLI too (MLflow resolves the
     ``models:/`` source through the process-wide URI, which sync points at the target)."""
-    state, first, _ = two_runs
+    state, first, _, _ = two_runs
     spool = f"file://{state}/storage/runs/{first.uid}/lineage"
     other = f"sqlite:///{tmp_path}/other.db"
     env_free = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
@@ -351,9 +329,7 @@ def _wait_for(probe: Any, proc: subprocess.Popen[str], timeout: float = 600) -> 
 
 
 @pytest.mark.e2e
-def test_last_checkpoint_times_come_from_lineage(
-    two_runs: tuple[Path, Run, Run], mlflow_server: str
-) -> None:
+def test_last_checkpoint_times_come_from_lineage(two_runs: tuple[Path, Run, Run, str]) -> None:
     """What preemption would cost a running gang is the GPU time since its newest checkpoint:
     Gangway reads when that was from the workflow's lineage."""
     from datetime import UTC, datetime, timedelta
@@ -362,9 +338,9 @@ def test_last_checkpoint_times_come_from_lineage(
 
     from gangway.lineage.checkpoints import last_checkpoints
 
-    _, first, second = two_runs
-    client = MlflowClient(tracking_uri=mlflow_server)
+    _, first, second, uri = two_runs
+    client = MlflowClient(tracking_uri=uri)
     marks = last_checkpoints(client, [first.name, second.name, "nope"])
     assert set(marks) == {first.name, second.name}
     assert datetime.now(UTC) - timedelta(hours=2) < marks[first.name] <= datetime.now(UTC)
-    assert last_checkpoints(MlflowClient(tracking_uri=mlflow_server), []) == {}
+    assert last_checkpoints(MlflowClient(tracking_uri=uri), []) == {}

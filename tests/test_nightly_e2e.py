@@ -13,7 +13,7 @@ import pytest
 
 from gangway.contract import tag
 from gangway.local.session import Finished, run_pipeline
-from tests.conftest import REPO
+from tests.conftest import REPO, ReferenceRuns, copy_state
 from tests.helpers import gangway
 
 pytestmark = pytest.mark.e2e
@@ -22,23 +22,14 @@ MODEL = "train-eval-infer"
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
-    """A state dir after one training run; its version 1 holds the alias ``production``."""
+def trained(
+    reference_runs: ReferenceRuns, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, Any]]:
+    """A copy of the suite's reference state dir (one training run's version 1, checkpoints
+    at steps 10 and 20), version 1 holding the alias ``production``."""
     from mlflow.tracking import MlflowClient
 
-    root = tmp_path_factory.mktemp("nightly")
-    state = root / "state"
-    prompts = root / "prompts.jsonl"  # inference is not what this is about: two prompts
-    prompts.write_text('{"id": "a", "text": "hello"}\n{"id": "b", "text": "world"}\n')
-    values = {
-        "train-steps": "20",
-        "checkpoint-every": "10",
-        "nodes": "1",
-        "shards": "1",
-        "inputs": prompts.as_uri(),
-    }
-    done = run_pipeline(REPO / "pipelines" / "train_eval_infer.py", values, state, parallelism=2)
-    assert done.result.phase == "Succeeded", [(n.name, n.message) for n in done.result.nodes]
+    state = copy_state(reference_runs, tmp_path_factory.mktemp("nightly") / "state")
     client = MlflowClient(f"sqlite:///{state}/mlflow.db")
     client.set_registered_model_alias(MODEL, "production", "1")
     yield state, client
