@@ -193,3 +193,27 @@ class LoopbackProxy:
             pass
         with contextlib.suppress(OSError):
             dst.shutdown(socket.SHUT_WR)
+
+
+def gang_only(corpus: str, values: Mapping[str, str]) -> dict[str, Any]:
+    """The reference pipeline's training gang alone (its compiled ``train`` template, with the
+    workflow's parameters ``values``), reading an already staged ``corpus``: what fault
+    injection needs, without staging, evaluation and inference around it."""
+    import copy
+
+    from gangway.local import workflow_from_template
+    from gangway.workflows.compiler import compile_pipeline
+
+    wt = copy.deepcopy(compile_pipeline(REPO / "pipelines" / "train_eval_infer.py"))
+    spec = wt["spec"]
+    (train,) = [t for t in spec["templates"] if t["name"] == "train"]
+    main = next(t for t in spec["templates"] if t["name"] == "main")
+    (task,) = [t for t in main["dag"]["tasks"] if t["name"] == "train"]
+    for p in task["arguments"]["parameters"]:
+        if p["name"] == "corpus":
+            p["value"] = corpus
+    for key in ("depends", "dependencies"):
+        task.pop(key, None)
+    spec["templates"] = [{"name": "main", "dag": {"tasks": [task]}}, train]
+    spec.pop("onExit", None)
+    return workflow_from_template(wt, dict(values))

@@ -1,5 +1,6 @@
-"""Fault injection on real processes (issue R1): during a local run of the reference pipeline,
-a training rank is sent SIGTERM or SIGKILL at a random moment. Every run must complete, end with
+"""Fault injection on real processes (issue R1): during a local run of the reference pipeline's
+training gang (its compiled Volcano Job, on a staged corpus), a training rank is sent SIGTERM
+or SIGKILL at a random moment. Every run must complete, end with
 weights equal to an uninterrupted run with the same seed, and lose at most one checkpoint
 interval of work per interruption. A few trials run by default; ``-m slow`` runs the rest."""
 
@@ -11,6 +12,7 @@ import random
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +20,20 @@ import pytest
 import torch
 
 from components import checkpoints
-from gangway.local import Clock, LocalExecutor, RunResult, workflow_from_template
-from gangway.workflows.compiler import compile_pipeline
-from tests.conftest import REPO
+from gangway.local import Clock, LocalExecutor, RunResult
+from tests.helpers import gang_only
 
 STEPS, EVERY = 45, 15
 PARAMS = {
     "train-steps": str(STEPS),
     "checkpoint-every": str(EVERY),
-    "shards": "1",
     "log-every": "1",
     "mlflow-tracking-uri": "",
 }
 
 
-def _run(state: Path, killer: Any = None) -> RunResult:
-    wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
-    wf = workflow_from_template(wt, {**PARAMS, "storage-root": f"file://{state}/storage"})
+def _run(state: Path, corpus: str, killer: Any = None) -> RunResult:
+    wf = gang_only(corpus, {**PARAMS, "storage-root": f"file://{state}/storage"})
     ex = LocalExecutor(wf, state, clock=Clock(sleep=lambda s: None))
     if killer is not None:
         threading.Thread(target=killer, args=(ex.root,), daemon=True).start()
@@ -91,14 +90,22 @@ def _logged_steps(root: Path) -> list[tuple[str, int]]:
 
 
 @pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
+def baseline(tmp_path_factory: pytest.TempPathFactory, corpus_uri: str) -> Baseline:
     state = tmp_path_factory.mktemp("baseline")
-    res = _run(state)
+    res = _run(state, corpus_uri)
     assert res.phase == "Succeeded", [(n.name, n.message) for n in res.nodes]
-    return _weights(state, res.uid)
+    return Baseline(_weights(state, res.uid), corpus_uri)
 
 
-def _trial(seed: int, sig: signal.Signals, tmp: Path, baseline: dict[str, torch.Tensor]) -> int:
+@dataclass(frozen=True)
+class Baseline:
+    """An uninterrupted run's final weights, and the corpus it trained on."""
+
+    weights: dict[str, torch.Tensor]
+    corpus: str
+
+
+def _trial(seed: int, sig: signal.Signals, tmp: Path, baseline: Baseline) -> int:
     rng = random.Random(seed)
     # The step after which the rank is hit; the margin keeps the hit inside the training loop.
     target = rng.randint(3, STEPS - 15)
@@ -116,7 +123,7 @@ def _trial(seed: int, sig: signal.Signals, tmp: Path, baseline: dict[str, torch.
                 return
             time.sleep(0.02)
 
-    res = _run(tmp, killer)
+    res = _run(tmp, baseline.corpus, killer)
     assert res.phase == "Succeeded", [(n.name, n.phase, n.message) for n in res.nodes]
     assert hit, "the rank was never hit (training finished before the target step?)"
     train = next(n for n in res.nodes if n.task == "train")
@@ -128,7 +135,7 @@ def _trial(seed: int, sig: signal.Signals, tmp: Path, baseline: dict[str, torch.
     lost = max(0, int(hit["step"]) - (resumed[0] if resumed else 0))
     assert lost <= EVERY, f"lost {lost} steps (> one checkpoint interval of {EVERY})"
     got = _weights(tmp, res.uid)
-    assert all(torch.equal(baseline[k], got[k]) for k in baseline), "weights differ"
+    assert all(torch.equal(baseline.weights[k], got[k]) for k in baseline.weights), "weights differ"
     print(
         f"\nfault {sig.name} at step {hit['step']}: resumed at "
         f"{resumed[0] if resumed else 0}, lost {lost} step(s), train {train.seconds:.1f}s"
@@ -147,7 +154,7 @@ def _cases(n: int, offset: int) -> list[Any]:
 @pytest.mark.e2e
 @pytest.mark.parametrize(("seed", "sig"), _cases(2, 0))
 def test_rank_interrupted_run_completes_identically(
-    seed: int, sig: signal.Signals, tmp_path: Path, baseline: dict[str, torch.Tensor]
+    seed: int, sig: signal.Signals, tmp_path: Path, baseline: Baseline
 ) -> None:
     lost = _trial(seed, sig, tmp_path, baseline)
     if sig == signal.SIGTERM:
@@ -157,7 +164,7 @@ def test_rank_interrupted_run_completes_identically(
 @pytest.mark.slow
 @pytest.mark.parametrize(("seed", "sig"), _cases(18, 100))
 def test_rank_interrupted_run_completes_identically_many(
-    seed: int, sig: signal.Signals, tmp_path: Path, baseline: dict[str, torch.Tensor]
+    seed: int, sig: signal.Signals, tmp_path: Path, baseline: Baseline
 ) -> None:
     _trial(seed, sig, tmp_path, baseline)
 

@@ -20,7 +20,7 @@ from gangway.lineage import sqlite_uri
 from tests.helpers import GANGWAY, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
-STEPS = 120
+STEPS = 40
 
 
 def _trained_steps(state: Path) -> list[int]:
@@ -68,7 +68,7 @@ def test_ctrl_c_stops_everything_closes_the_books_and_retry_resumes(tmp_path: Pa
         "-p",
         f"train-steps={STEPS}",
         "-p",
-        "checkpoint-every=60",
+        "checkpoint-every=30",
         "-p",
         "log-every=5",
         "-p",

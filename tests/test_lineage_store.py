@@ -18,7 +18,7 @@ from gangway.lineage import sqlite_uri
 from gangway.lineage.records import StepRecord, WorkflowInfo
 from gangway.lineage.spool import Spool
 from gangway.lineage.store import inspect_sqlite
-from tests.helpers import GANGWAY, Output, gangway
+from tests.helpers import GANGWAY, LoopbackProxy, Output, cli_process, gangway
 
 
 def _one_clear_line(res: Output, *words: str, code: int = 1) -> None:
@@ -94,21 +94,23 @@ def test_concurrent_syncs_into_a_new_store_send_everything(tmp_path: Path) -> No
 def test_a_half_built_store_is_never_changed_by_a_read_and_completed_by_a_write(
     tmp_path: Path,
 ) -> None:
+    """(In processes of their own: building the half-built store here loads MLflow's store
+    for it into this process.)"""
     db = tmp_path / "mlflow.db"
     _half_built(db)
     state = inspect_sqlite(db)
     assert state.condition == "incomplete" and state.leftovers == ("_alembic_tmp_runs",)
     before = _digest(db)
-    res = gangway("lineage", "workflow:w0", "--tracking-uri", sqlite_uri(db))
+    res = cli_process("lineage", "workflow:w0", "--tracking-uri", sqlite_uri(db))
     _one_clear_line(res, "_alembic_tmp_runs", "reading never changes a store", "lineage sync")
     assert _digest(db) == before
     _spool(tmp_path / "spool", "w0")
-    res = gangway(
+    res = cli_process(
         "lineage", "sync", "--spool", str(tmp_path / "spool"), "--tracking-uri", sqlite_uri(db)
     )
     _one_clear_line(res, "completed the interrupted creation", "sent 1 record(s)", code=0)
     assert inspect_sqlite(db).condition == "current"
-    res = gangway("lineage", "workflow:w0", "--tracking-uri", sqlite_uri(db))
+    res = cli_process("lineage", "workflow:w0", "--tracking-uri", sqlite_uri(db))
     _one_clear_line(res, "workflow w0", code=0)
 
 
@@ -235,52 +237,60 @@ def test_a_run_into_a_store_that_can_never_take_it_is_refused_before_it_runs(
 
 
 def test_a_run_whose_store_is_down_fails_loudly_then_syncs_once_it_is_up(
-    tracked: Path, tmp_path: Path
+    tracked: Path, tmp_path: Path, mlflow_server: str
 ) -> None:
     """A server that is down does not stop the work; the run says its lineage did not reach
-    MLflow (exit 75) with the command that sends it, and that command does once it is up."""
-    from tests.conftest import _free_port, start_mlflow_server, stop_server
+    MLflow (exit 75) with the command that sends it, and that command does once it is up.
+    (Down: a proxy in front of the suite's server, closed.)"""
+    from mlflow.tracking import MlflowClient
 
-    port = _free_port()
-    uri = f"http://127.0.0.1:{port}"
+    host, port = mlflow_server.removeprefix("http://").split(":")
+    proxy = LoopbackProxy((host, int(port)))
+    proxy.down()
     state = tmp_path / "state"
     env = {**os.environ, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+    uri = proxy.url
     res = gangway(
         "run", str(tracked), "--state-dir", str(state), "-p", f"mlflow-tracking-uri={uri}", env=env
     )
     _one_clear_line(res, "Succeeded", "error: lineage not recorded", code=75)
     sync = next(line.strip() for line in res.stderr.splitlines() if "lineage sync" in line)
     assert sync.startswith("gangway lineage sync --spool ")
-    (tmp_path / "server").mkdir()
-    server = start_mlflow_server(tmp_path / "server", port)
+    proxy.up()
     try:
         res = gangway(*sync.split()[1:])
         _one_clear_line(res, "sent 1 record(s)", "0 still pending", code=0)
     finally:
-        stop_server(server)
-    assert len(_runs(tmp_path / "server" / "mlflow.db")) == 1
+        proxy.down()
+    name = next((state / "runs").iterdir()).name
+    found = MlflowClient(mlflow_server).search_runs(
+        [e.experiment_id for e in MlflowClient(mlflow_server).search_experiments()],
+        f"tags.`gangway.workflow` = '{name}'",
+    )
+    assert len(found) == 1
 
 
 def test_a_sync_into_a_store_deleted_since_sends_everything_again(tmp_path: Path) -> None:
     """The marks said 'sent' for a store that no longer exists: a sync reported 0 pending and
-    sent nothing. A sqlite store that is gone gets every record again."""
+        sent nothing. A sqlite store that is gone gets every record again. (Each sync a process of
+    its own, as each is: one process keeps MLflow's store open for a URI.)"""
     db = tmp_path / "mlflow.db"
     spool = _spool(tmp_path / "spool", "w0", store=sqlite_uri(db))
-    res = gangway("lineage", "sync", "--spool", spool.root)
+    res = cli_process("lineage", "sync", "--spool", spool.root)
     _one_clear_line(res, "sent 1 record(s)", code=0)
     db.rename(tmp_path / "moved.db")
-    res = gangway("lineage", "sync", "--spool", spool.root)
+    res = cli_process("lineage", "sync", "--spool", spool.root)
     _one_clear_line(res, "sent 1 record(s)", "0 still pending", code=0)
     assert len(_runs(db)) == 2
     # Moved away again, and another store made at the same path before the sync (a later
     # run did): the marks are for the store that was there, so the record goes again.
     db.rename(tmp_path / "moved-again.db")
     other = _spool(tmp_path / "other", "w1", store=sqlite_uri(db))
-    assert gangway("lineage", "sync", "--spool", other.root).returncode == 0
-    res = gangway("lineage", "sync", "--spool", spool.root)
+    assert cli_process("lineage", "sync", "--spool", other.root).returncode == 0
+    res = cli_process("lineage", "sync", "--spool", spool.root)
     _one_clear_line(res, "sent 1 record(s)", "0 still pending", code=0)
     assert len(_runs(db)) == 4
-    res = gangway("lineage", "sync", "--spool", spool.root)  # and once there, it is there
+    res = cli_process("lineage", "sync", "--spool", spool.root)  # and once there, it is there
     _one_clear_line(res, "sent 0 record(s)", code=0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,6 +21,7 @@ from gangway.errors import PermanentError
 if TYPE_CHECKING:
     from gangway.cluster.settings import ClusterConfig
     from gangway.cluster.submission import HeraArgoApi
+    from gangway.workflows.manifest_files import Submission
 
 __all__ = ["deploy_cmd", "links_cmd", "logs_cmd", "status_cmd", "submit_cmd"]
 
@@ -163,47 +165,92 @@ def submit_cmd(
     With --cluster auto, Gangway first decides where the gangs go (admission and placement
     over a snapshot of the clusters), prints the decision with the alternatives, writes the
     chosen topology onto the gang's Volcano Job, and submits to that cluster."""
-    from gangway.cluster.submission import submit_plan
-
     objs = load_manifests(pipeline)
     sub = submission_of(pipeline, objs, name)
     params = parse_params(param)
     if cluster is not None and cluster.lower() == "auto":
-        if "cluster" in params:
-            raise PermanentError(
-                "-p cluster= and --cluster auto: let auto choose, or name the cluster with "
-                "--cluster NAME"
-            )
-        cluster, placed = _auto_cluster(
-            pipeline, sub.resolved, params, snapshot, gpu_type, within, data_region
-        )
-        from gangway.workflows.manifest_files import Submission
-
-        # the placement is written on the gangs wherever the file defines them: send it whole
-        objs, sub = [placed], Submission(placed, [], placed)
+        auto = AutoOptions(snapshot, gpu_type, within, data_region)
+        cluster, objs, sub = _placed(pipeline, sub, params, auto)
     elif snapshot or gpu_type or within or data_region:
         raise PermanentError(
             "--snapshot, --gpu-type, --within and --data-region go with --cluster auto"
         )
     _lint_or_fail(objs, params, sub.resolved)
     if dry_run:
-        params.update(pinned_image(sub.resolved, params, pin=bool(pin_image), dry_run=True))
-        plan = submit_plan(
-            sub.start,
-            _dry_params(pipeline, sub.resolved, params, cluster),
-            namespace or _team_namespace(sub.start, "argo"),
-            templates=sub.templates,
-            declared=sub.resolved,
+        _dry_run(pipeline, sub, params, cluster, namespace, pin=bool(pin_image), ask=check_links)
+    elif check_links:
+        raise PermanentError("--check-links goes with --dry-run (a submit always links)")
+    else:
+        _submit(pipeline, sub, params, cluster, namespace, pin=pin_image is not False)
+
+
+@dataclass(frozen=True)
+class AutoOptions:
+    """What ``--cluster auto`` decides over: the snapshot, and the gangs' GPU model, topology
+    tier and data region when given."""
+
+    snapshot: str | None
+    gpu_type: str | None
+    within: str | None
+    data_region: str | None
+
+
+def _placed(
+    pipeline: Path, sub: Submission, params: dict[str, str], auto: AutoOptions
+) -> tuple[str, list[dict[str, Any]], Submission]:
+    """``--cluster auto``: the cluster, and the object placed for it — sent whole, the
+    placement written on the gangs wherever the file defines them."""
+    from gangway.workflows.manifest_files import Submission
+
+    if "cluster" in params:
+        raise PermanentError(
+            "-p cluster= and --cluster auto: let auto choose, or name the cluster with "
+            "--cluster NAME"
         )
-        plan = link_mlflow(plan, mlflow_url(cluster), create=False, ask=check_links)
-        _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
-        return
-    from gangway.cluster.submission import apply_plan
+    cluster, placed = _auto_cluster(
+        pipeline, sub.resolved, params, auto.snapshot, auto.gpu_type, auto.within, auto.data_region
+    )
+    return cluster, [placed], Submission(placed, [], placed)
+
+
+def _dry_run(
+    pipeline: Path,
+    sub: Submission,
+    params: dict[str, str],
+    cluster: str | None,
+    namespace: str | None,
+    *,
+    pin: bool,
+    ask: bool,
+) -> None:
+    """Print the exact objects a submit would send; no network call unless asked."""
+    from gangway.cluster.submission import submit_plan
+
+    params.update(pinned_image(sub.resolved, params, pin=pin, dry_run=True))
+    plan = submit_plan(
+        sub.start,
+        _dry_params(pipeline, sub.resolved, params, cluster),
+        namespace or _team_namespace(sub.start, "argo"),
+        templates=sub.templates,
+        declared=sub.resolved,
+    )
+    plan = link_mlflow(plan, mlflow_url(cluster), create=False, ask=ask)
+    _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
+
+
+def _submit(
+    pipeline: Path,
+    sub: Submission,
+    params: dict[str, str],
+    cluster: str | None,
+    namespace: str | None,
+    *,
+    pin: bool,
+) -> None:
+    """Send the plan to the cluster's Argo server and print the new workflow's link."""
+    from gangway.cluster.submission import apply_plan, submit_plan
 
     c, api = _connect(cluster)
-    if check_links:
-        raise PermanentError("--check-links goes with --dry-run (a submit always links)")
-    pin = pin_image is not False
     params.update(pinned_image(sub.resolved, params, pin=pin, dry_run=False))
     params.update(_provenance(pipeline, sub.resolved, params, c.name))
     plan = submit_plan(
