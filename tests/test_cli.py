@@ -22,6 +22,8 @@ from gangway.local._results import NodeResult
 from tests.conftest import REPO, ReferenceRuns
 from tests.helpers import gangway
 
+pytestmark = pytest.mark.xdist_group("reference")  # one worker runs the shared runs
+
 
 def test_help_explains_the_commands() -> None:
     res = gangway("--help")

@@ -23,6 +23,8 @@ from tests.conftest import REPO, ReferenceRuns
 from tests.helpers import GANGWAY, LoopbackProxy, gangway
 from tests.test_links import _workflow, argo_process_url
 
+pytestmark = pytest.mark.xdist_group("reference")  # one worker runs the shared runs
+
 PIPELINE = "pipelines/train_eval_infer.py"
 STEPS = Counter({"stage": 1, "split": 1, "train": 1, "evaluate": 1, "infer": 2})
 ONE_SHARD = STEPS - Counter({"infer": 1})

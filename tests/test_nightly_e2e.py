@@ -16,7 +16,7 @@ from gangway.local.session import Finished, run_pipeline
 from tests.conftest import REPO, ReferenceRuns, copy_state
 from tests.helpers import gangway
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("reference")]
 NIGHTLY = REPO / "pipelines" / "nightly_eval.py"
 MODEL = "train-eval-infer"
 

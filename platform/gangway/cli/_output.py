@@ -33,6 +33,11 @@ __all__ = [
 
 console = Console()
 err_console = Console(stderr=True)
+for _c in (console, err_console):
+    # Rich fixes a console's width from COLUMNS when it is made (here, at import); the width
+    # is read at each print instead, from COLUMNS or the terminal as they are then — what a
+    # command run in a long-lived process (a notebook, a test) is given.
+    _c._width = None
 
 
 def human_bytes(n: float) -> str:
