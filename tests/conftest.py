@@ -9,24 +9,16 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from components.staging import build_demo_dataset, stage
 from gangway.lint.crds import CrdSchemas
-from tests.helpers import PipelineRun, pipeline_run
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.helpers import REFERENCE_ARGS, ReferenceRuns, pipeline_run
+from tests.helpers.servers import free_port as _free_port
+from tests.helpers.servers import make_bucket, start_mlflow_server, stop_server
 
 
 @pytest.fixture(scope="session")
@@ -72,14 +64,6 @@ def s3_endpoint() -> Iterator[str]:
 _AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 
 
-def make_bucket(endpoint: str) -> str:
-    import boto3
-
-    name = f"gw-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=name)
-    return name
-
-
 @pytest.fixture(params=["file", "s3"])
 def root_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty URI root on each backend."""
@@ -107,21 +91,6 @@ def corpus_uri(demo_dataset: str, tmp_path_factory: pytest.TempPathFactory) -> s
     return out
 
 
-def run_module(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m ARGS`` as a step would, capturing output."""
-    return subprocess.run(
-        [sys.executable, "-m", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-
-
 @pytest.fixture(scope="session")
 def trained(corpus_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A checkpoint root with three complete checkpoints of a very small model."""
@@ -143,55 +112,6 @@ def trained(corpus_uri: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     uri = f"file://{root}/ck"
     train(cfg, corpus_uri, uri, cache_dir=root / "cache")
     return uri
-
-
-def start_mlflow_server(root: Path, port: int) -> subprocess.Popen[bytes]:
-    """A real MLflow tracking server (sqlite under ``root``) on 127.0.0.1:``port``, healthy."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--backend-store-uri",
-            f"sqlite:///{root}/mlflow.db",
-            "--default-artifact-root",
-            f"file://{root}/artifacts",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
-        stdout=(root / "server.log").open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    import urllib.request
-
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=1) as r:
-                if r.status == 200:
-                    return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(
-                    "mlflow server did not start: " + (root / "server.log").read_text()[-2000:]
-                ) from None
-            time.sleep(0.25)
-
-
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -218,29 +138,6 @@ def schemas() -> CrdSchemas:
     return CrdSchemas.from_dir(Path(crds))
 
 
-@dataclass(frozen=True)
-class ReferenceRuns:
-    """The reference pipeline run twice in one state dir, on the same data (its MLflow store,
-    sqlite, in it): the second finds staging and evaluation cached and trains again."""
-
-    state: Path
-    first: PipelineRun
-    second: PipelineRun
-    args: tuple[str, ...]
-
-    @property
-    def tracking_uri(self) -> str:
-        return f"sqlite:///{self.state}/mlflow.db"
-
-
-REFERENCE_ARGS = (
-    *("-p", "train-steps=20", "-p", "checkpoint-every=10", "-p", "shards=2"),
-    *("--parallelism", "2"),
-)
-"""Checkpoints at steps 10 and 20 (the second better: a regression to find), two inference
-shards (a fan-out), a gang of two pods."""
-
-
 @pytest.fixture(scope="session")
 def reference_runs(tmp_path_factory: pytest.TempPathFactory) -> ReferenceRuns:
     """The one whole run of the reference pipeline the suite shares (and its cached re-run):
@@ -251,12 +148,3 @@ def reference_runs(tmp_path_factory: pytest.TempPathFactory) -> ReferenceRuns:
     first = pipeline_run(*args)
     second = pipeline_run(*args)
     return ReferenceRuns(state, first, second, args)
-
-
-def copy_state(runs: ReferenceRuns, to: Path) -> Path:
-    """A copy of the reference runs' state dir, for a test that changes it (its MLflow store's
-    records still point at the shared run's checkpoints, which it only reads)."""
-    import shutil
-
-    shutil.copytree(runs.state, to, ignore=shutil.ignore_patterns("*.lock"))
-    return to

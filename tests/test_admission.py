@@ -3,43 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pytest
 
 from gangway.scheduling.admission import Verdict, admit
-from gangway.scheduling.snapshot.build import ClusterBuilder, SnapshotBuilder
+from gangway.scheduling.snapshot.build import SnapshotBuilder
 from gangway.scheduling.snapshot.cluster_state import Amount, Snapshot
 from gangway.scheduling.workload import Workload
-
-
-def gang(pods: int, gpus: int = 8, **kw: object) -> Workload:
-    """A workload of ``pods`` pods × ``gpus`` H100 for team research (overridable)."""
-    base = Workload(
-        name="job",
-        pods=pods,
-        per_pod=Amount(cpu=8, memory="64Gi", gpus=gpus),
-        team="research",
-        gpu_type="H100" if gpus else None,
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
-
-
-def cluster(
-    racks: int = 2, per_rack: int = 4, **queue: object
-) -> tuple[SnapshotBuilder, ClusterBuilder]:
-    b = (
-        SnapshotBuilder()
-        .priority("high", 1000)
-        .priority("low", 10)
-        .priority("critical", 100000, preempting=False)
-        .team("research", classes=["low", "high"], gpu_types=["H100"])
-        .team("evals", classes=["low", "high", "critical"])
-    )
-    c = b.cluster("c1").racks(racks, per_rack=per_rack)
-    c.queue("research", **queue)  # type: ignore[arg-type]
-    c.queue("evals")
-    return b, c
+from tests.helpers.builders import cluster, gang
 
 
 @dataclass

@@ -19,7 +19,7 @@ from gangway.argo.re2 import re2_search
 from gangway.errors import UnsupportedConstruct
 from gangway.lint import CrdSchemas, lint_manifest
 from tests.argo_features._expected import SKIPPED, ok
-from tests.test_argo_features import check_nodes, compiled, describe, run
+from tests.helpers.runs import check_nodes, compiled, describe, run
 
 pytestmark = pytest.mark.timeout(120)
 

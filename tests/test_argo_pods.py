@@ -15,7 +15,7 @@ from gangway.errors import PermanentError
 from gangway.local._deadline import DEADLINE, NoPod, go_duration, pod_deadline
 from gangway.local._pod import MAX_RESULT, _result
 from tests.argo_features._expected import NOT_OK, ok
-from tests.test_argo_features import check_nodes, describe, node, run
+from tests.helpers.runs import check_nodes, describe, node, run
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,8 +22,9 @@ from gangway.errors import UnsupportedConstruct
 from gangway.local._boundary import FAIL_FAST, Budget
 from tests.argo_features._build import sh
 from tests.argo_features._expected import FAILED, OMITTED, ok
-from tests.test_argo_features import Run, check_nodes, compiled, describe, executor, node, text
-from tests.test_local_executor import GANG_POLICIES, _gang, workflow
+from tests.helpers.builders import GANG_POLICIES, workflow
+from tests.helpers.builders import gang_job as _gang
+from tests.helpers.runs import Run, check_nodes, compiled, describe, executor, node, text
 
 pytestmark = pytest.mark.timeout(120)
 

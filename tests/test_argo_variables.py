@@ -18,7 +18,7 @@ from gangway.local._retry import UNBOUNDED_RETRIES, retry_limit
 from gangway.local.session import Watch
 from gangway.local.validation import unsupported, with_defaults
 from tests.argo_features._expected import ok
-from tests.test_argo_features import check_nodes, describe, executor, node, run
+from tests.helpers.runs import check_nodes, describe, executor, node, run
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,6 +1,6 @@
 """Step caching: keys from inputs and the digests of the data read; a hit only when the
 outputs verify (:mod:`gangway.step.caching`) — the compiled cache check and Argo's ``memoize``,
-run by the local executor on real files (the step: :mod:`tests.cached_step`)."""
+run by the local executor on real files (the step: :mod:`tests.helpers.cached_step`)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from gangway.pipeline import pipeline
 from gangway.step import caching
 from gangway.step.caching import Cache, max_age_seconds
 from gangway.step.interface import DatasetUri
-from tests.cached_step import WORK
-from tests.conftest import REPO
+from tests.helpers import REPO
+from tests.helpers.cached_step import WORK
 
 
 def _workflow(data: Path, out: str, log: Path, max_age: str) -> dict[str, Any]:

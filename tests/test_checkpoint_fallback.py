@@ -20,7 +20,7 @@ from components.config import TrainConfig, load_config
 from gangway import storage
 from gangway.errors import PermanentError
 from gangway.step.tracking import StepTracker
-from tests.test_training import torchrun
+from tests.helpers.runs import torchrun
 
 ROOT = "file:///ck"
 NOW = datetime(2026, 12, 2, 13, 36, 32, tzinfo=UTC)

@@ -19,8 +19,7 @@ from gangway.cli._output import shorten
 from gangway.cli._progress import _Lines, progress, steps_table
 from gangway.lint._findings import finding
 from gangway.local._results import NodeResult
-from tests.conftest import REPO, ReferenceRuns
-from tests.helpers import gangway
+from tests.helpers import REPO, ReferenceRuns, gangway
 
 pytestmark = pytest.mark.xdist_group("reference")  # one worker runs the shared runs
 

@@ -27,9 +27,9 @@ from gangway.contract import WORKFLOW_IDENTITY_ENV
 from gangway.errors import PermanentError
 from gangway.lineage.records import workflow_from_env
 from gangway.workflows.compiler import compile_pipeline
-from tests.conftest import REPO
-from tests.helpers import Ran, cli
-from tests.test_images import DIGEST, FakeRegistry, runtime_registry, serve
+from tests.helpers import REPO
+from tests.helpers import gangway_without_argo_env as _gangway
+from tests.helpers.servers import DIGEST, FakeRegistry, runtime_registry, serve
 
 DATA = Path(__file__).parent / "data"
 
@@ -231,12 +231,6 @@ def test_cluster_from_env_and_config(tmp_path: Path) -> None:
         resolve_cluster("west", {"GANGWAY_CONFIG": str(cfg)})
     # without GANGWAY_CONFIG, the example's clusters
     assert resolve_cluster("eu-west", {}).kube_context == "gangway-eu-west"
-
-
-def _gangway(*args: str, env: dict[str, str] | None = None) -> Ran:
-    """The CLI in process, with no ``ARGO_*`` from the environment (``env`` adds some)."""
-    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ARGO_")}
-    return cli(*args, env={**unset, **(env or {})})
 
 
 def test_submit_dry_run_prints_the_exact_objects() -> None:

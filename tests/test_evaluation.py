@@ -12,7 +12,7 @@ from components import checkpoints
 from components.evaluation import evaluate
 from gangway import storage
 from gangway.errors import PermanentError
-from tests.conftest import run_module
+from tests.helpers import run_module
 
 
 def test_scores_every_checkpoint_and_picks_lowest_loss(corpus_uri: str, trained: str) -> None:

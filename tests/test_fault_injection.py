@@ -6,7 +6,6 @@ interval of work per interruption. A few trials run by default; ``-m slow`` runs
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -22,6 +21,8 @@ import torch
 from components import checkpoints
 from gangway.local import Clock, LocalExecutor, RunResult
 from tests.helpers import gang_only
+from tests.helpers.runs import logged_steps as _logged_steps
+from tests.helpers.runs import training_workers as _training_workers
 
 STEPS, EVERY = 45, 15
 PARAMS = {
@@ -46,47 +47,6 @@ def _weights(state: Path, uid: str) -> dict[str, torch.Tensor]:
     last = checkpoints.latest(f"file://{state}/storage/runs/{uid}/checkpoints/train")
     assert last is not None and last.step == STEPS
     return load_model(last, state / "cache").state_dict()
-
-
-def _training_workers(marker: str) -> list[int]:
-    """PIDs of this run's torchrun workers (not the agents, not the launcher): their command
-    line holds ``marker``, the run's own storage path."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmd = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        text = b" ".join(cmd)
-        if (
-            marker.encode() in text
-            and b"components.training" in text
-            and b"torch.distributed.run" not in text
-            and (b"gangway.step.launch" not in text)
-            and b"-m" in cmd
-        ):
-            pids.append(int(proc.name))
-    return pids
-
-
-def _logged_steps(root: Path) -> list[tuple[str, int]]:
-    """(kind, step) events from the gang's pod logs, in order: 'step' and 'resumed'."""
-    events = []
-    for log in sorted((root / "logs" / "train").glob("*.log")):
-        for line in log.read_text(errors="replace").splitlines():
-            if not line.startswith("{"):
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if "loss" in rec and "step" in rec:
-                events.append(("step", int(rec["step"])))
-            elif rec.get("event") == "resumed":
-                events.append(("resumed", int(rec["step"])))
-    return events
 
 
 @pytest.fixture(scope="module")

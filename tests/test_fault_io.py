@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gangway import storage
-from tests.conftest import REPO, make_bucket, run_module
+from tests.helpers import REPO, run_module
+from tests.helpers.servers import make_bucket
 
 
 def _start(*args: str) -> subprocess.Popen[str]:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gangway.workflows.compiler import compile_documents, compile_pipeline, to_yaml
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.startswith("_"))
 

@@ -27,7 +27,7 @@ import torch
 
 from components import checkpoints
 from gangway.contract import EXIT_PREEMPTED
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 CUDA = torch.cuda.is_available()
 REHEARSAL = os.environ.get("GANGWAY_GPU_REHEARSAL") == "1"

@@ -23,8 +23,8 @@ from components._ranks import Ranks, settle
 from components.failures import classify, collective_timeout
 from gangway.contract import ENV_GPUS, EXIT_PERMANENT, EXIT_PREEMPTED, EXIT_TRANSIENT
 from gangway.errors import PermanentError, TransientError
-from tests.conftest import REPO
-from tests.inject_fault import FAULTS
+from tests.helpers import REPO
+from tests.helpers.inject_fault import FAULTS
 
 SMALL = [
     "--config", "tiny", "--set", "model.block_size=32", "--set", "model.n_embd=32",
@@ -130,7 +130,7 @@ def _train(
         sys.executable,
         *(launch if ranks > 1 else []),
         "-m",
-        "tests.inject_fault",
+        "tests.helpers.inject_fault",
         "--data",
         corpus,
         "--checkpoints",

@@ -15,7 +15,7 @@ from gangway.errors import PermanentError
 from gangway.units import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
 from gangway.workflows.compiler import compile_pipeline
 from gangway.workflows.gpu_pods import gpu_pods
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 CPU = REPO / "pipelines" / "train_eval_infer.py"
 GPU = REPO / "pipelines" / "train_eval_infer_gpu.py"

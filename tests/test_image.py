@@ -47,7 +47,7 @@ from packaging.utils import canonicalize_name
 
 from gangway.contract import SCRATCH
 from gangway.workflows.templates import RUN_AS_USER
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 INSTALL = REPO / "docker" / "install.sh"

@@ -12,7 +12,7 @@ from components import checkpoints
 from components.inference import infer_shard, read_documents, split_inputs
 from gangway import storage
 from gangway.errors import PermanentError
-from tests.conftest import run_module
+from tests.helpers import run_module
 
 
 @pytest.fixture

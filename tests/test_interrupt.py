@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gangway.lineage import sqlite_uri
-from tests.helpers import GANGWAY, gangway
+from tests.helpers import GANGWAY, REPO, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
 STEPS = 40
@@ -64,7 +64,7 @@ def test_ctrl_c_stops_everything_closes_the_books_and_retry_resumes(tmp_path: Pa
     cmd = [
         *GANGWAY,
         "run",
-        str(Path(__file__).resolve().parent.parent / PIPELINE),
+        str(REPO / PIPELINE),
         "-p",
         f"train-steps={STEPS}",
         "-p",

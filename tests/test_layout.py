@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 PLATFORM = REPO / "platform" / "gangway"
 CODE = sorted([*PLATFORM.rglob("*.py"), *(REPO / "components").rglob("*.py")])
 MAX_FILE_LINES = 700

@@ -19,7 +19,7 @@ from gangway.lineage.follow import follow_pass
 from gangway.lineage.links import record_link
 from gangway.lineage.spool import Spool
 from gangway.step.tracking import StepTracker
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 SESSION = uuid.uuid4().hex[:8]
 

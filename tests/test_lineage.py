@@ -19,9 +19,9 @@ import pytest
 
 from gangway.lineage.links import controller_links
 from gangway.lineage.spool import Spool
-from tests.conftest import REPO, ReferenceRuns
-from tests.helpers import GANGWAY, LoopbackProxy, gangway
-from tests.test_links import _workflow, argo_process_url
+from tests.helpers import GANGWAY, REPO, LoopbackProxy, ReferenceRuns, gangway
+from tests.helpers.builders import argo_process_url
+from tests.helpers.builders import linked_workflow as _workflow
 
 pytestmark = pytest.mark.xdist_group("reference")  # one worker runs the shared runs
 

@@ -3,11 +3,9 @@ manifests/, how Argo fills it in, and the annotation submit/deploy put on workfl
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -20,35 +18,12 @@ from gangway.lineage.links import (
     controller_links,
     workflow_runs_url,
 )
-from tests.conftest import REPO
-from tests.test_cluster_cmds import _gangway
+from tests.helpers import REPO
+from tests.helpers import gangway_without_argo_env as _gangway
+from tests.helpers.builders import argo_process_url
+from tests.helpers.builders import linked_workflow as _workflow
 
 SHIPPED = REPO / "manifests" / "argo" / "workflow-controller-configmap.yaml"
-
-
-def argo_process_url(url: str, obj: dict[str, Any]) -> str:
-    """What the Argo UI (>= 3.6, ui/src/shared/components/links.tsx) does to a link URL: each
-    ``${a.b.c}`` is looked up in the object by dots, except that a key under
-    ``workflow.metadata.labels`` / ``.annotations`` is taken whole (it has dots itself)."""
-
-    def one(m: re.Match[str]) -> str:
-        parts = m.group(1).split(".")
-        if m.group(1).startswith(("workflow.metadata.labels", "workflow.metadata.annotations")):
-            parts = [*parts[:3], ".".join(parts[3:])]
-        value: Any = obj
-        for p in parts:
-            value = value.get(p) if isinstance(value, dict) else None
-        return str(value) if value else ("" if parts[0] == "workflow" else "null")
-
-    return re.sub(r"\$\{([^}]*)\}", one, url)
-
-
-def _workflow(uid: str, experiment: str) -> dict[str, Any]:
-    wf = annotate_experiment(
-        {"kind": "Workflow", "metadata": {"name": "wf", "uid": uid}}, experiment
-    )
-    # The UI passes the workflow as the object, and again under `workflow`.
-    return {"metadata": wf["metadata"], "status": {}, "workflow": wf}
 
 
 def test_shipped_controller_config_is_what_gangway_links_renders() -> None:

@@ -19,8 +19,7 @@ from gangway.contract import step_env
 from gangway.lint import CrdSchemas, lint_manifest
 from gangway.lint._findings import finding
 from gangway.workflows.compiler import compile_documents, compile_pipeline
-from tests.conftest import REPO
-from tests.helpers import cli
+from tests.helpers import REPO, cli
 
 PIPELINES = sorted(p for p in (REPO / "pipelines").glob("*.py") if not p.name.startswith("_"))
 

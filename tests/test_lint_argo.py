@@ -19,8 +19,7 @@ from gangway.errors import FieldError
 from gangway.lint import CrdSchemas, lint_manifest
 from gangway.lint.core_kinds import KUBERNETES_VERSION
 from gangway.lint.crds import to_json_schema
-from tests.conftest import REPO
-from tests.helpers import Ran, cli
+from tests.helpers import REPO, Ran, cli
 
 IMAGE = "busybox:1.36"
 

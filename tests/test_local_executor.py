@@ -4,7 +4,6 @@ retries by the exit-code contract (with a fake clock), gang restarts, and refusa
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,54 +23,8 @@ from gangway.local import (
     run_pipeline,
     workflow_from_template,
 )
-
-
-def py(
-    code: str,
-    *,
-    inputs: Sequence[str] = (),
-    outputs: Sequence[str] = (),
-    retry: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A container template running ``python -c CODE`` (builder for the tests)."""
-    t: dict[str, Any] = {"container": {"image": "x", "command": ["python", "-c", code]}}
-    if inputs:
-        t["inputs"] = {"parameters": [{"name": n} for n in inputs]}
-    if outputs:
-        t["outputs"] = {
-            "parameters": [{"name": n, "valueFrom": {"path": f"/gangway/out/{n}"}} for n in outputs]
-        }
-    if retry:
-        t["retryStrategy"] = retry
-    return t
-
-
-def workflow(
-    templates: dict[str, dict[str, Any]],
-    tasks: list[dict[str, Any]],
-    params: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    tmpl = [{"name": n, **t} for n, t in templates.items()]
-    tmpl.append({"name": "main", "dag": {"tasks": tasks}})
-    wt = {
-        "apiVersion": "argoproj.io/v1alpha1",
-        "kind": "WorkflowTemplate",
-        "metadata": {"name": "t"},
-        "spec": {
-            "entrypoint": "main",
-            "templates": tmpl,
-            "arguments": {
-                "parameters": [{"name": k, "value": v} for k, v in (params or {}).items()]
-            },
-        },
-    }
-    return wt
-
-
-WRITE = (
-    "import os, sys; os.makedirs('/gangway/out', exist_ok=True); "
-    "open('/gangway/out/{name}', 'w').write({value})"
-)
+from tests.helpers.builders import GANG_POLICIES, WRITE, py, workflow
+from tests.helpers.builders import gang_job as _gang
 
 
 def run(
@@ -219,50 +172,6 @@ def test_failure_omits_dependents(tmp_path: Path) -> None:
     )
     res = run(wt, tmp_path)
     assert [(n.name, n.phase) for n in res.nodes] == [("a", "Failed"), ("b", "Omitted")]
-
-
-def _gang(
-    code: str, *, pods: int, max_retry: int, policies: list[dict[str, Any]]
-) -> dict[str, Any]:
-    import yaml
-
-    container = {"name": "c", "image": "x", "command": ["python", "-c", code]}
-    template = {"spec": {"containers": [container]}}
-    manifest = {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"generateName": "g-"},
-        "spec": {
-            "minAvailable": pods,
-            "maxRetry": max_retry,
-            "queue": "q",
-            "plugins": {"pytorch": ["--port=1"]},
-            "policies": policies,
-            "tasks": [
-                {
-                    "name": "master",
-                    "replicas": 1,
-                    "template": template,
-                    "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
-                },
-                {"name": "worker", "replicas": pods - 1, "template": template},
-            ],
-        },
-    }
-    return {
-        "resource": {
-            "action": "create",
-            "manifest": yaml.safe_dump(manifest),
-            "successCondition": "status.state.phase == Completed",
-            "failureCondition": "status.state.phase in (Failed,Aborted,Terminated)",
-        }
-    }
-
-
-GANG_POLICIES: list[dict[str, Any]] = [
-    {"exitCode": 1, "action": "AbortJob"},
-    {"event": "PodFailed", "action": "RestartJob"},
-]
 
 
 def test_gang_pods_get_the_pytorch_plugin_env(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import cast
 
 import tests.argo_features as features
-from tests.test_argo_features import Run, describe, node
+from tests.helpers import REPO
+from tests.helpers.runs import Run, describe, node
 
 
 def test_gangway_resume_lets_a_suspended_cli_run_go_on(tmp_path: Path) -> None:
@@ -17,7 +18,7 @@ def test_gangway_resume_lets_a_suspended_cli_run_go_on(tmp_path: Path) -> None:
     import sys
     import time
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO
     gangway = [sys.executable, "-c", "from gangway.cli import main; main()"]
     state = tmp_path / "state"
     run_cmd = [*gangway, "run", str(repo / "tests/argo_features/suspend_manual.py")]

@@ -13,8 +13,7 @@ import pytest
 
 from gangway.contract import tag
 from gangway.local.session import Finished, run_pipeline
-from tests.conftest import REPO, ReferenceRuns, copy_state
-from tests.helpers import gangway
+from tests.helpers import REPO, ReferenceRuns, copy_state, gangway
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("reference")]
 NIGHTLY = REPO / "pipelines" / "nightly_eval.py"

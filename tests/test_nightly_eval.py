@@ -13,7 +13,7 @@ from gangway.evals.discover import Candidate, pending
 from gangway.evals.report import markdown, regressions
 from gangway.evals.suites import EvalSuite, Metric, load_suites, parse_suites, suites_json
 from gangway.params import PipelineParams
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 SUITES = REPO / "pipelines" / "suites"
 DIGEST = "sha256:" + "ab" * 32

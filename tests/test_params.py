@@ -20,8 +20,7 @@ from gangway.params import (
     schema_json,
 )
 from gangway.workflows.compiler import compile_pipeline, to_yaml
-from tests.conftest import REPO
-from tests.helpers import gangway
+from tests.helpers import REPO, gangway
 
 PIPELINE = REPO / "pipelines" / "train_eval_infer.py"
 

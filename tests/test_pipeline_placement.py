@@ -13,7 +13,7 @@ from gangway.scheduling.pipeline_placement import choose_cluster, common_cluster
 from gangway.scheduling.placement import place
 from gangway.scheduling.snapshot.build import SnapshotBuilder
 from gangway.scheduling.snapshot.cluster_state import Snapshot
-from tests.test_admission import gang
+from tests.helpers.builders import gang
 
 BUCKETS = {"us-east-1": "s3://lab-us", "eu-west-1": "s3://lab-eu"}
 

@@ -17,7 +17,7 @@ from gangway.scheduling.placement import place
 from gangway.scheduling.snapshot.build import SnapshotBuilder
 from gangway.scheduling.snapshot.cluster_state import Snapshot
 from gangway.scheduling.workload import Workload
-from tests.test_admission import gang
+from tests.helpers.builders import gang
 
 
 def two_regions() -> SnapshotBuilder:

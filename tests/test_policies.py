@@ -11,7 +11,6 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import celpy
@@ -27,8 +26,8 @@ from gangway.render.admission_policies import API_VERSION, MAX_GPU_PARTS, gpu_ca
 from gangway.volcano.cel import POD_QUEUE_ANNOTATIONS, POD_QUEUE_LABEL
 from gangway.volcano.job import JOB_API_VERSION, JOB_KIND
 from gangway.workflows.compiler import compile_pipeline
+from tests.helpers import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 Obj = dict[str, Any]
 CFG = load_config(EXAMPLE)
 TEAMS = CFG.team_views()

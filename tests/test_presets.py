@@ -17,7 +17,7 @@ from components.config import TRAIN_PRESETS, load_config
 from components.devices import peak_flops
 from components.model import GPT, ModelConfig
 from components.sizing import MODEL_PRESETS, eval_memory_gib, flops_per_token, param_count
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 @pytest.mark.parametrize("preset", list(MODEL_PRESETS))

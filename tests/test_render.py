@@ -16,9 +16,8 @@ from gangway.config import EXAMPLE, load_config
 from gangway.render import differences, render
 from gangway.render.kube import RBAC_RULES
 from gangway.workflows.compiler import compile_pipeline
-from tests.helpers import gangway
+from tests.helpers import REPO, gangway
 
-REPO = Path(__file__).resolve().parent.parent
 KUBERNETES_VERSION = "1.32.0"
 """The Kubernetes schemas core objects are checked against (ValidatingAdmissionPolicy is GA
 since 1.30)."""

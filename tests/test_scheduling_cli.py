@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.helpers import gangway
+from tests.helpers import REPO, gangway
 
 PIPE = "pipelines/train_eval_infer_gpu.py"
 CPU_PIPE = "pipelines/train_eval_infer.py"

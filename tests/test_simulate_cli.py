@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import gangway
-from tests.test_simulation import small_trace
+from tests.helpers.builders import small_trace
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model"
 POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase"

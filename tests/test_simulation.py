@@ -8,7 +8,6 @@ are behind the benchmark marker (tests/bench/test_placement_quality.py)."""
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from pathlib import Path
 
@@ -19,27 +18,10 @@ from gangway.scheduling.simulation.arrivals import arrivals
 from gangway.scheduling.simulation.policies import POLICIES, bestfit, random_fit
 from gangway.scheduling.simulation.replay import Cluster, allocation_curve, replay
 from gangway.scheduling.simulation.run import Workload, simulate
-from gangway.scheduling.simulation.trace import TraceNode, TracePod, read_nodes, read_pods
-
-PUBLISHED = {  # trace → policy → (at 100 %, at 130 %), 10-seed means (seeds 42..51)
-    "default": {"random": (86.30, 87.47), "bestfit": (92.86, 93.08), "fgd": (95.23, 95.39)},
-    "gpushare100": {"random": (78.90, 79.44), "bestfit": (84.62, 85.01), "fgd": (86.64, 86.90)},
-    "cpu250": {"random": (80.00, 80.42), "bestfit": (91.21, 91.45), "fgd": (93.20, 93.41)},
-    "multigpu20": {"random": (86.92, 88.69), "bestfit": (93.73, 93.93), "fgd": (95.53, 95.65)},
-}
-
-
-def trace_dir() -> Path:
-    where = os.environ.get("GANGWAY_TRACE_DIR")
-    if not where:
-        pytest.skip("set GANGWAY_TRACE_DIR to the Alibaba openb v2023 trace to calibrate")
-    return Path(where)
-
-
-def trace(name: str) -> Workload:
-    d = trace_dir()
-    nodes = read_nodes(d / "openb_node_list_gpu_node.csv")
-    return Workload(tuple(nodes), tuple(read_pods(d / f"openb_pod_list_{name}.csv")))
+from gangway.scheduling.simulation.trace import read_nodes, read_pods
+from tests.helpers.builders import PUBLISHED, small_trace, trace
+from tests.helpers.builders import trace_node as _node
+from tests.helpers.builders import trace_pod as _pod
 
 
 def means(name: str, policy: str, seeds: range) -> tuple[float, float]:
@@ -79,15 +61,6 @@ def test_the_packing_bound_is_exact_where_the_shares_pair_up() -> None:
     assert allocation_bound(sixes + fours, 10) == pytest.approx(100.0)  # 600 + 400 per GPU
     whole = [_pod("w", 4, 1000), _pod("cpu", 0, 0)]
     assert allocation_bound(whole + sixes, 10) == pytest.approx(76.0)  # 4 whole + 6 × 600
-
-
-def _node(name: str, gpus: int, model: str = "T4", cpu: int = 64000) -> TraceNode:
-    return TraceNode(name, cpu, 262144, gpus, model)
-
-
-def _pod(name: str, num_gpu: int, milli: int, cpu: int = 1000, models: str = "") -> TracePod:
-    spec = frozenset(m for m in models.split("|") if m)
-    return TracePod(name, cpu, 1024, num_gpu, milli if num_gpu else 0, spec)
 
 
 def test_the_method_rules_for_shared_whole_and_multi_gpu_pods() -> None:
@@ -235,32 +208,6 @@ def test_a_bad_pod_list_names_file_line_and_column(tmp_path: Path) -> None:
         read_pods(p)
     with pytest.raises(PermanentError, match="cannot read it"):
         read_pods(tmp_path / "missing.csv")
-
-
-def small_trace(scale: int = 1, seed: int = 3) -> tuple[list[TraceNode], list[TracePod]]:
-    """A made-up cluster of three node kinds (15 × ``scale`` nodes, 72 × ``scale`` GPUs) and a
-    mix like the trace's: whole, shared, multi-GPU, CPU-only and model-restricted pods."""
-    import random
-
-    rng = random.Random(seed)
-    nodes = [_node(f"g{i:03d}", 8, "G2", 96000) for i in range(6 * scale)]
-    nodes += [_node(f"t{i:03d}", 2, "T4", 104000) for i in range(6 * scale)]
-    nodes += [_node(f"v{i:03d}", 4, "V100", 48000) for i in range(3 * scale)]
-    pods = []
-    for i in range(120 * scale):
-        kind = rng.choice(["whole", "whole", "shared", "shared", "multi", "cpu", "v100"])
-        cpu = rng.choice([4000, 8000, 12000])
-        if kind == "whole":
-            pods.append(_pod(f"p{i:04d}", 1, 1000, cpu=cpu))
-        elif kind == "shared":
-            pods.append(_pod(f"p{i:04d}", 1, rng.choice([160, 470, 810]), cpu=cpu))
-        elif kind == "multi":
-            pods.append(_pod(f"p{i:04d}", rng.choice([2, 4, 8]), 1000, cpu=cpu))
-        elif kind == "v100":
-            pods.append(_pod(f"p{i:04d}", 1, 500, cpu=cpu, models="V100"))
-        else:
-            pods.append(_pod(f"p{i:04d}", 0, 0, cpu=cpu * 2))
-    return nodes, pods
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))

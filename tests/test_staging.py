@@ -11,7 +11,7 @@ import pytest
 from components.staging import stage
 from gangway import storage
 from gangway.errors import NotFoundError, PermanentError
-from tests.conftest import run_module
+from tests.helpers import run_module
 
 
 @pytest.fixture

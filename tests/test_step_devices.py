@@ -17,7 +17,7 @@ from components.inference import infer_shard
 from gangway import storage
 from gangway.contract import ENV_GPUS, EXIT_PERMANENT
 from gangway.errors import PermanentError
-from tests.conftest import run_module
+from tests.helpers import run_module
 
 
 @pytest.fixture(scope="module")

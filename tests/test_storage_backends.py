@@ -13,7 +13,7 @@ from gangway.errors import PermanentError
 from gangway.storage._backend import backend_for
 from gangway.storage._local import LocalBackend
 from gangway.storage._s3 import S3Backend
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def test_backend_for_picks_one_backend_per_scheme(tmp_path: Path) -> None:

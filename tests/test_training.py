@@ -17,50 +17,9 @@ from components import checkpoints
 from components.config import TrainConfig, load_config
 from gangway import storage
 from gangway.errors import PermanentError
-from tests.conftest import REPO, make_bucket, run_module
-
-FAST = [
-    "--set",
-    "model.block_size=64",
-    "--set",
-    "model.n_embd=64",
-    "--set",
-    "batch_size=8",
-    "--set",
-    "log_every=5",
-]
-
-
-def torchrun(data: str, ckpts: str, steps: int, every: int, log: Path) -> subprocess.Popen[bytes]:
-    argv = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        "1",
-        "--nproc-per-node",
-        "2",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        "127.0.0.1:0",
-        "--max-restarts",
-        "0",
-        "-m",
-        "components.training",
-        "--data",
-        data,
-        "--checkpoints",
-        ckpts,
-        "--config",
-        "tiny",
-        "--set",
-        f"steps={steps}",
-        "--set",
-        f"checkpoint_every={every}",
-        *FAST,
-    ]
-    return subprocess.Popen(argv, cwd=REPO, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+from tests.helpers import REPO, run_module
+from tests.helpers.runs import FAST, torchrun
+from tests.helpers.servers import make_bucket
 
 
 def final_weights(ckpt_root: str, tmp: Path) -> dict[str, torch.Tensor]:

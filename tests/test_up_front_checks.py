@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_bucket
-from tests.helpers import Output, gangway
+from tests.helpers import REPO, Output, gangway
+from tests.helpers.servers import make_bucket
 
 PIPELINE = "pipelines/train_eval_infer.py"
 
@@ -154,7 +154,7 @@ def test_a_crd_file_that_is_yaml_but_not_shaped_as_a_crd_names_it(tmp_path: Path
 def test_compile_never_writes_over_python_source(tmp_path: Path) -> None:
     """`compile P -o P` replaced the pipeline's source with its YAML."""
     src = tmp_path / "p.py"
-    src.write_text((Path(__file__).parents[1] / PIPELINE).read_text())
+    src.write_text((REPO / PIPELINE).read_text())
     before = src.read_bytes()
     res = gangway("compile", str(src), "-o", str(src))
     out = res.stdout + res.stderr

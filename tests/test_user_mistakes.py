@@ -19,8 +19,7 @@ from gangway.errors import PermanentError
 from gangway.lineage.records import StepRecord, WorkflowInfo
 from gangway.lineage.spool import Spool
 from gangway.step.main import error_summary
-from tests.conftest import REPO
-from tests.helpers import Output, gangway
+from tests.helpers import REPO, Output, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
 

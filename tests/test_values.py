@@ -16,8 +16,7 @@ from gangway.errors import PermanentError
 from gangway.lint.values import check_values
 from gangway.params import SCHEMA_ANNOTATION
 from gangway.workflows.compiler import compile_pipeline
-from tests.conftest import REPO
-from tests.helpers import gangway
+from tests.helpers import REPO, gangway
 
 PIPELINE = "pipelines/train_eval_infer.py"
 # Closes the quoted --config value inside the Volcano Job's container args, then adds a
@@ -120,7 +119,7 @@ def test_fill_manifest_keeps_every_value_where_its_placeholder_was() -> None:
 def test_executor_refuses_a_value_known_only_at_run_time(tmp_path: Path) -> None:
     """A task output substituted into a resource manifest is checked the same way."""
     from gangway.local import LocalExecutor, workflow_from_template
-    from tests.test_local_executor import WRITE, py, workflow
+    from tests.helpers.builders import WRITE, py, workflow
 
     evil = "x'\n    privileged: true\n    y: '"
     manifest = (

@@ -15,8 +15,7 @@ from components.interfaces import EVALUATE, INFER, SPLIT, STAGE, TRAIN
 from gangway.errors import PermanentError
 from gangway.step.interface import CheckpointUri, CorpusUri, StepSpec
 from gangway.workflows.compiler import compile_pipeline
-from tests.conftest import REPO
-from tests.helpers import gangway
+from tests.helpers import REPO, gangway
 
 PIPELINE = REPO / "pipelines" / "train_eval_infer.py"
 TRAIN_CORPUS = "corpus=stage.corpus,\n        checkpoints=RUN"

@@ -21,7 +21,7 @@ import torch
 
 from components import checkpoints
 from components.model import GPT, ModelConfig
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.benchmark
 ROUNDS = 3

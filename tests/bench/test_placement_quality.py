@@ -33,7 +33,7 @@ from gangway.scheduling.simulation.report import headlines, write_outputs
 from gangway.scheduling.simulation.run import MARKS, Workload, simulate
 from gangway.scheduling.simulation.trace import TracePod
 from tests.bench.variants import VARIANTS, variant
-from tests.test_simulation import PUBLISHED, trace
+from tests.helpers.builders import PUBLISHED, trace
 
 pytestmark = pytest.mark.benchmark
 RESULTS = Path(__file__).resolve().parents[2] / "bench-results" / "placement-quality"

@@ -25,8 +25,9 @@ from hera.workflows import DAG, Task
 
 from gangway.local import Clock, LocalExecutor, workflow_from_template
 from gangway.pipeline import gang_step, pipeline
-from tests.conftest import REPO
-from tests.test_fault_injection import _logged_steps, _training_workers
+from tests.helpers import REPO
+from tests.helpers.runs import logged_steps as _logged_steps
+from tests.helpers.runs import training_workers as _training_workers
 
 pytestmark = pytest.mark.benchmark
 STEPS = 120

@@ -36,7 +36,8 @@ from components.staging import build_demo_dataset
 from gangway import storage
 from tests.bench.latency_proxy import delaying_proxy
 from tests.bench.static_s3 import static_s3
-from tests.conftest import REPO, make_bucket
+from tests.helpers import REPO
+from tests.helpers.servers import make_bucket
 
 pytestmark = pytest.mark.benchmark
 ROUNDS = 5

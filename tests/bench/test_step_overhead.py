@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.benchmark
 ROUNDS = 7

@@ -27,7 +27,7 @@ class WorkOutputs(Outputs):
     result: str = Field(description="the URI of the result")
 
 
-WORK = StepSpec("work", "tests.cached_step", WorkInputs, WorkOutputs, cache=Cache("720h"))
+WORK = StepSpec("work", "tests.helpers.cached_step", WorkInputs, WorkOutputs, cache=Cache("720h"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,6 @@
-"""``GANGWAY_TEST_FAULT=KIND:RANK:STEP python -m tests.inject_fault TRAINING ARGS``: the training
-component with one fault injected where the real one would strike, to test how it is classed.
+"""``GANGWAY_TEST_FAULT=KIND:RANK:STEP python -m tests.helpers.inject_fault TRAINING ARGS``: the
+training component with one fault injected where the real one would strike, to test how it is
+classed.
 
 At optimizer step ``STEP`` of rank ``RANK`` the step raises what torch raises for ``KIND``
 (``oom``: ``torch.OutOfMemoryError``; ``assert``: a device-side assert; ``nccl-timeout``: the

@@ -1,10 +1,15 @@
-"""What many tests share: the ``gangway`` command line run in process (as a user runs it, but
-without paying a Python start-up per call) and as a real subprocess (for signals, process
-groups and the installed entry point), and the repository's paths."""
+"""What many tests share — the one place test code is shared from (a test module never imports
+another): the ``gangway`` command line run in process (as a user runs it, without a Python
+start-up per call) and as a real subprocess (for signals, process groups and the installed
+entry point), whole pipeline runs (the suite's shared reference runs among them), a step
+module run as a step would be, and the repository's paths. Servers on loopback are in
+:mod:`tests.helpers.servers`, builders of test objects in :mod:`tests.helpers.builders`,
+runners of workflows and gangs in :mod:`tests.helpers.runs`."""
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import subprocess
 import sys
@@ -15,7 +20,7 @@ from typing import Any, Protocol
 
 from typer.testing import CliRunner
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 GANGWAY = [sys.executable, "-c", "from gangway.cli import main; main()"]
 """The installed CLI as a process: ``subprocess.run([*GANGWAY, "run", …])``."""
 
@@ -199,8 +204,6 @@ def gang_only(corpus: str, values: Mapping[str, str]) -> dict[str, Any]:
     """The reference pipeline's training gang alone (its compiled ``train`` template, with the
     workflow's parameters ``values``), reading an already staged ``corpus``: what fault
     injection needs, without staging, evaluation and inference around it."""
-    import copy
-
     from gangway.local import workflow_from_template
     from gangway.workflows.compiler import compile_pipeline
 
@@ -217,3 +220,56 @@ def gang_only(corpus: str, values: Mapping[str, str]) -> dict[str, Any]:
     spec["templates"] = [{"name": "main", "dag": {"tasks": [task]}}, train]
     spec.pop("onExit", None)
     return workflow_from_template(wt, dict(values))
+
+
+def run_module(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m ARGS`` as a step would, capturing output."""
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class ReferenceRuns:
+    """The reference pipeline run twice in one state dir, on the same data (its MLflow store,
+    sqlite, in it): the second finds staging and evaluation cached and trains again."""
+
+    state: Path
+    first: PipelineRun
+    second: PipelineRun
+    args: tuple[str, ...]
+
+    @property
+    def tracking_uri(self) -> str:
+        return f"sqlite:///{self.state}/mlflow.db"
+
+
+REFERENCE_ARGS = (
+    *("-p", "train-steps=20", "-p", "checkpoint-every=10", "-p", "shards=2"),
+    *("--parallelism", "2"),
+)
+"""Checkpoints at steps 10 and 20 (the second better: a regression to find), two inference
+shards (a fan-out), a gang of two pods."""
+
+
+def copy_state(runs: ReferenceRuns, to: Path) -> Path:
+    """A copy of the reference runs' state dir, for a test that changes it (its MLflow store's
+    records still point at the shared run's checkpoints, which it only reads)."""
+    import shutil
+
+    shutil.copytree(runs.state, to, ignore=shutil.ignore_patterns("*.lock"))
+    return to
+
+
+def gangway_without_argo_env(*args: str, env: dict[str, str] | None = None) -> Ran:
+    """The CLI in process, with no ``ARGO_*`` from the environment (``env`` adds some)."""
+    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("ARGO_")}
+    return cli(*args, env={**unset, **(env or {})})
