@@ -4,7 +4,7 @@
 #
 # VARIANT  cpu (default): torch built without CUDA, from the PyTorch CPU index.
 #          cuda: torch from PyPI with NVIDIA's CUDA wheels; the node brings only the driver.
-# The install steps are docker/install.sh (tests/test_image.py runs the same script); the
+# The install steps are docker/install.sh (tests/e2e/test_image.py runs the same script); the
 # dependencies are docker/requirements-VARIANT.lock, hash-pinned (docker/lock.sh makes them).
 # The RUN --mount lines need BuildKit, Docker's default builder since 23.0.
 

@@ -24,7 +24,7 @@
 #                             PyTorch CPU index's page for torch). The lock's hash is checked
 #                             wherever it comes from.
 #
-# The Dockerfile runs this script; tests/test_image.py runs it in a fresh venv.
+# The Dockerfile runs this script; tests/e2e/test_image.py runs it in a fresh venv.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -12,7 +12,7 @@
 #                                  the PyTorch CPU index: no CUDA wheels at all
 # It needs uv (`pip install uv`; UV=/path/to/uv to use another) and PyPI; the cpu lock also the
 # PyTorch CPU index, or GANGWAY_TORCH_FIND_LINKS=DIR holding the same torch wheel.
-# Commit both locks with the pyproject.toml change; tests/test_image.py checks they agree.
+# Commit both locks with the pyproject.toml change; tests/e2e/test_image.py checks they agree.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

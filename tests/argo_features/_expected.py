@@ -1,5 +1,6 @@
 """What Argo does with each feature workflow: the phase it ends in, and each node's phase and
-result (the table ``tests/test_argo_features.py`` runs), and the constructs each compiles to."""
+result (the table ``tests/e2e/local/test_features.py`` runs), and the constructs each compiles
+to."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ submit`` are strict by default), and a template's ``timeout`` is one Argo takes.
 
 A malformed file is a list of :class:`~gangway.errors.FieldError` — every problem at once,
 each at its path — never a crash in code that trusted its shape. The field names are Argo
-v4.1.2's (``tests/test_argo_validation.py`` compares them with the CRDs when they are at hand).
+v4.1.2's (``tests/unit/argo/test_validation.py`` compares them with the CRDs when they are at hand).
 """
 
 from __future__ import annotations

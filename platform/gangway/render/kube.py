@@ -34,7 +34,7 @@ RBAC_RULES: list[tuple[str, str, tuple[str, ...], str]] = [
     ),
 ]
 """Everything a workflow's service account may do, each with why — nothing else, nothing
-cluster-wide. ``tests/test_render.py`` lists every verb granted."""
+cluster-wide. ``tests/unit/render/test_render.py`` lists every verb granted."""
 
 
 def priority_classes(cfg: PlatformConfig) -> list[dict[str, Any]]:

@@ -136,7 +136,7 @@ def test_pipeline_records_one_run_per_step_and_links_them(
     # Every container step outputs a link to its own run: the search for the step's record
     # key (steps only spool, so the link is made before the run exists). A sqlite store has
     # no UI to link to, so the output is the search itself (with a server: the UI's page of
-    # the experiment searched, tests/test_tracking.py).
+    # the experiment searched, tests/e2e/pipeline/test_tracking.py).
     urls = sorted((state / "runs" / first.name / "steps").glob("*/attempt-*/out/mlflow_run_url"))
     assert len(urls) == 5
     by_id = {r.info.run_id: r for r in steps}

@@ -18,10 +18,11 @@ from gangway.argo.references import merge_spec, references, resolve
 from gangway.cli import app
 from gangway.errors import GangwayError
 from gangway.local.state import find_run, load_nodes
+from tests.helpers import REPO
 
 pytestmark = pytest.mark.timeout(120)
 
-DATA = Path(__file__).parent / "data" / "yaml"
+DATA = REPO / "tests" / "data" / "yaml"
 LIBRARY = DATA / "library.yaml"
 
 

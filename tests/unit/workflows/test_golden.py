@@ -1,7 +1,7 @@
 """Golden YAML: every pipeline compiles to its committed manifest.
 
-Regenerate after an intended change with ``GANGWAY_UPDATE_GOLDEN=1 pytest tests/test_golden.py``
-(never in CI) and review the diff like code.
+Regenerate after an intended change with ``GANGWAY_UPDATE_GOLDEN=1 pytest
+tests/unit/workflows/test_golden.py`` (never in CI) and review the diff like code.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from tests.helpers import REPO
 from tests.helpers import gangway_without_argo_env as _gangway
 from tests.helpers.servers import DIGEST, FakeRegistry, runtime_registry, serve
 
-DATA = Path(__file__).parent / "data"
+DATA = REPO / "tests" / "data"
 
 
 @pytest.fixture(scope="module")

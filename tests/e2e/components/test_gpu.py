@@ -1,5 +1,5 @@
-"""The GPU check: run on a machine with a CUDA GPU (``pytest -m gpu tests/test_gpu.py -s``);
-skipped without one.
+"""The GPU check: run on a machine with a CUDA GPU (``pytest -m gpu
+tests/e2e/components/test_gpu.py -s``); skipped without one.
 
 * a world-size-1 NCCL process group with DDP;
 * the ``gpu`` preset trains and reports step time, tokens/s, MFU and peak memory (goal: MFU of

@@ -17,8 +17,9 @@ from gangway.scheduling.snapshot import EXAMPLE_SNAPSHOT, dump_snapshot, load_sn
 from gangway.scheduling.snapshot.example import example_snapshot
 from gangway.scheduling.snapshot.live import live_snapshot
 from gangway.scheduling.snapshot.objects import cluster_from_objects
+from tests.helpers import REPO
 
-DATA = Path(__file__).parent / "data"
+DATA = REPO / "tests" / "data"
 RECORDED = DATA / "cluster-objects.yaml"
 
 

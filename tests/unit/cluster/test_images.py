@@ -1,7 +1,7 @@
 """Image references and pinning them by digest: the reference grammar as a table, the pinned
 form, and resolution against a real HTTP registry on 127.0.0.1 (:class:`FakeRegistry`: a token
 endpoint, the 401 Bearer challenge, manifests by HEAD and GET), one that is down, and one that
-never answers. ``tests/test_cluster_cmds.py`` submits against the same registry."""
+never answers. ``tests/unit/cluster/test_cluster_cmds.py`` submits against the same registry."""
 
 from __future__ import annotations
 
