@@ -24,8 +24,12 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Two workers: the suite is mostly subprocesses (steps, torchrun gangs, servers) that leave a
+# core idle while one test waits. Tests that read the shared reference runs go to one worker.
+TEST_WORKERS ?= 2
+
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 bench: setup
 	$(PY) -m pytest -m benchmark -s

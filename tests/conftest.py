@@ -20,6 +20,11 @@ from tests.helpers import REFERENCE_ARGS, ReferenceRuns, pipeline_run
 from tests.helpers.servers import free_port as _free_port
 from tests.helpers.servers import make_bucket, start_mlflow_server, stop_server
 
+# `make test` runs two workers on two cores, each starting steps and gangs that size their
+# OpenMP pools for the whole machine: a thread that spins while it waits (OpenMP's default)
+# takes the core another test's process needs. Waiting threads sleep instead.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
@@ -148,3 +153,18 @@ def reference_runs(tmp_path_factory: pytest.TempPathFactory) -> ReferenceRuns:
     first = pipeline_run(*args)
     second = pipeline_run(*args)
     return ReferenceRuns(state, first, second, args)
+
+
+COSTLY_SESSION_FIXTURES = ("reference_runs", "mlflow_server")
+"""Under ``pytest -n N --dist loadgroup`` (``make test``) a session fixture is made once per
+worker. Every test that reads one of these, directly or through another fixture, goes to one
+worker, named for it: the suite's reference runs (two whole pipeline runs) are made once, and
+the MLflow server (about 12 s of CPU to start) started once."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = [f for f in COSTLY_SESSION_FIXTURES if f in getattr(item, "fixturenames", ())]
+        if used:
+            item.add_marker(pytest.mark.xdist_group("+".join(used)))

@@ -23,8 +23,6 @@ from tests.helpers import GANGWAY, REPO, LoopbackProxy, ReferenceRuns, gangway
 from tests.helpers.builders import argo_process_url
 from tests.helpers.builders import linked_workflow as _workflow
 
-pytestmark = pytest.mark.xdist_group("reference")  # one worker runs the shared runs
-
 PIPELINE = "pipelines/train_eval_infer.py"
 STEPS = Counter({"stage": 1, "split": 1, "train": 1, "evaluate": 1, "infer": 2})
 ONE_SHARD = STEPS - Counter({"infer": 1})

@@ -15,7 +15,7 @@ from gangway.contract import tag
 from gangway.local.session import Finished, run_pipeline
 from tests.helpers import REPO, ReferenceRuns, copy_state, gangway
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("reference")]
+pytestmark = pytest.mark.e2e
 NIGHTLY = REPO / "pipelines" / "nightly_eval.py"
 MODEL = "train-eval-infer"
 

@@ -12,8 +12,6 @@ import pytest
 
 from tests.helpers import ReferenceRuns
 
-pytestmark = pytest.mark.xdist_group("reference")  # one worker runs the shared runs
-
 
 @pytest.mark.e2e
 def test_run_reference_pipeline_end_to_end(reference_runs: ReferenceRuns) -> None:
