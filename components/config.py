@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from components.model import ModelConfig
 from gangway.errors import PermanentError
+from gangway.user_yaml import load_yaml
 
 __all__ = ["TRAIN_PRESETS", "TrainConfig", "load_config"]
 
@@ -119,7 +120,7 @@ def load_config(source: str | None, overrides: Mapping[str, str] | None = None) 
                 f"({', '.join(sorted(ModelConfig.PRESETS))})"
             )
         try:
-            loaded = yaml.safe_load(path.read_text())
+            loaded = load_yaml(path.read_text())
         except yaml.YAMLError as e:
             raise PermanentError(f"{source}: not valid YAML/JSON: {e}") from None
         if not isinstance(loaded, dict):
@@ -127,7 +128,7 @@ def load_config(source: str | None, overrides: Mapping[str, str] | None = None) 
         raw = loaded
     for key, text in (overrides or {}).items():
         try:
-            value = yaml.safe_load(text) if text else text
+            value = load_yaml(text) if text else text
         except yaml.YAMLError:
             value = text
         _set_dotted(raw, key, value)

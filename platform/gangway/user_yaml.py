@@ -13,10 +13,18 @@ import yaml
 
 from gangway.errors import PermanentError
 
-__all__ = ["read_documents", "read_mapping", "yaml_problem"]
+__all__ = ["load_yaml", "read_documents", "read_mapping", "yaml_problem"]
 
 
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when present
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` read as YAML's safe loader reads it (``yaml.safe_load``), by libyaml's parser
+    when PyYAML has it: the same tree, about ten times faster than the pure-Python one — a
+    resource manifest is parsed three times each time it is filled, once per lint and run.
+    Raises :class:`yaml.YAMLError` as ``safe_load`` does."""
+    return yaml.load(text, Loader=_Base)
 
 
 class _UniqueKeys(_Base):  # type: ignore[misc]

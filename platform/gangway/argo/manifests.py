@@ -10,6 +10,7 @@ import yaml
 
 from gangway.argo.substitution import PLACEHOLDER, substitute
 from gangway.errors import PermanentError
+from gangway.user_yaml import load_yaml
 
 __all__ = ["ManifestInjection", "fill_manifest"]
 
@@ -39,7 +40,7 @@ def fill_manifest(text: str, scope: Mapping[str, str], *, where: str) -> Any:
     salt = secrets.token_hex(4)
     probes = {b: f"gwprobe{i}x{salt}" for i, b in enumerate(bodies)}
     try:
-        benign = yaml.safe_load(_replace(text, probes))
+        benign = load_yaml(_replace(text, probes))
     except yaml.YAMLError as e:
         raise PermanentError(f"{where}not valid YAML even with plain values: {e}") from None
     filled = _landed(text, benign, probes, values)
@@ -73,7 +74,7 @@ def _landed(text: str, benign: Any, probes: Mapping[str, str], real: Mapping[str
     each probe replaced by its value and nothing else changed; else :data:`_BROKEN`."""
     fill = {b: real.get(b, probes[b]) for b in probes}
     try:
-        got = yaml.safe_load(_replace(text, fill))
+        got = load_yaml(_replace(text, fill))
     except yaml.YAMLError:
         return _BROKEN
     expected = {probes[b]: v for b, v in real.items()}
@@ -114,6 +115,6 @@ def _put(text: str, expected: Mapping[str, str]) -> str:
 
 def _scalar(value: str) -> Any:
     try:
-        return yaml.safe_load(value)
+        return load_yaml(value)
     except yaml.YAMLError:
         return None

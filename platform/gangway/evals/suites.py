@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gangway.errors import PermanentError, field_errors
+from gangway.user_yaml import load_yaml
 
 __all__ = ["Baseline", "EvalSuite", "Metric", "SuiteDataset", "load_suites", "suites_json"]
 
@@ -98,7 +99,7 @@ def load_suites(paths: Sequence[Path]) -> list[EvalSuite]:
     suites: list[EvalSuite] = []
     for f in files:
         try:
-            raw: Any = yaml.safe_load(f.read_text())
+            raw: Any = load_yaml(f.read_text())
             suites.append(EvalSuite.model_validate(raw))
         except OSError as e:
             raise PermanentError(f"{f}: cannot read it ({e.strerror})") from None

@@ -16,6 +16,7 @@ import yaml
 from gangway.errors import FieldError
 from gangway.lint._findings import finding
 from gangway.lint.platform_rules import check_pod, check_pod_fields
+from gangway.user_yaml import load_yaml
 
 __all__ = ["check_pod_spec_patch"]
 
@@ -30,7 +31,7 @@ def check_pod_spec_patch(
     """Findings for the podSpecPatch ``text`` at ``path``: ``known`` are the names of the
     pod's containers; ``fill`` fills a string's known placeholders."""
     try:
-        patch = yaml.safe_load(fill(text))
+        patch = load_yaml(fill(text))
     except yaml.YAMLError:
         patch = None
     if not isinstance(patch, Mapping):

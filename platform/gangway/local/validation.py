@@ -27,6 +27,7 @@ from gangway.argo.validation import validation_problems
 from gangway.errors import FieldErrors, UnsupportedConstruct
 from gangway.local._env import Secrets
 from gangway.local._validate_containers import container_problems
+from gangway.user_yaml import load_yaml
 
 __all__ = [
     "JSON_PATH",
@@ -217,7 +218,7 @@ def _resource(t: Mapping[str, Any], where: str) -> Iterator[str]:
     if res.get("action") != "create":
         yield f"{where}.resource: only action: create runs locally (got {res.get('action')!r})"
     try:
-        obj = yaml.safe_load(fill_known(str(res.get("manifest", "")), {}, "x"))
+        obj = load_yaml(fill_known(str(res.get("manifest", "")), {}, "x"))
     except yaml.YAMLError:
         obj = None
     if isinstance(obj, dict) and not PLACEHOLDER.search(str(obj.get("kind", ""))):

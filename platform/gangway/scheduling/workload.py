@@ -168,7 +168,7 @@ def _gang_jobs(
 
     from gangway.argo.scope import inputs_scope
     from gangway.argo.substitution import fill_known
-    from gangway.user_yaml import yaml_problem
+    from gangway.user_yaml import load_yaml, yaml_problem
     from gangway.volcano.gang import is_job
 
     found = []
@@ -178,7 +178,7 @@ def _gang_jobs(
         inputs = {k: fill_known(v, scope, "") for k, v in raw.items()}
         text = fill_known(resource["manifest"], {**scope, **inputs_scope(inputs)}, "")
         try:
-            job = yaml.safe_load(text)
+            job = load_yaml(text)
         except yaml.YAMLError as e:
             raise PermanentError(
                 f"task {task.get('name')}: its manifest is not YAML: {yaml_problem(e)}"

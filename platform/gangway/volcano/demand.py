@@ -115,6 +115,7 @@ def place_manifest(text: str, *, tier: int | None, hard: bool, gpu_product: str 
     import yaml
 
     from gangway.argo.substitution import PLACEHOLDER
+    from gangway.user_yaml import load_yaml
     from gangway.volcano.gang import is_job
     from gangway.volcano.job import unquote_counts
 
@@ -124,7 +125,7 @@ def place_manifest(text: str, *, tier: int | None, hard: bool, gpu_product: str 
     probes = {p: b for b, p in token.items()}
     protected = PLACEHOLDER.sub(lambda m: token[m.group(0)], text)
     try:
-        raw = yaml.safe_load(protected)
+        raw = load_yaml(protected)
     except yaml.YAMLError as e:
         from gangway.errors import PermanentError
         from gangway.user_yaml import yaml_problem

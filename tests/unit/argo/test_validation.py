@@ -19,6 +19,7 @@ from gangway.argo.validation import (
     validation_problems,
 )
 from gangway.lint import lint_manifest
+from gangway.user_yaml import load_yaml
 from tests.helpers import cli
 
 HELLO: dict[str, Any] = {
@@ -155,7 +156,7 @@ def _crd_template_schema() -> dict[str, Any]:
     if not crds:
         pytest.skip("GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs")
     path = Path(crds) / "argo-workflows-v4.1.2" / "argoproj.io_workflows.yaml"
-    doc = yaml.safe_load(path.read_text())
+    doc = load_yaml(path.read_text())
     spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     template: dict[str, Any] = spec["properties"]["templates"]["items"]
     return template
