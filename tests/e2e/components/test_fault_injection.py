@@ -24,7 +24,7 @@ from tests.helpers import gang_only
 from tests.helpers.runs import logged_steps as _logged_steps
 from tests.helpers.runs import training_workers as _training_workers
 
-STEPS, EVERY = 45, 15
+STEPS, EVERY = 30, 10
 PARAMS = {
     "train-steps": str(STEPS),
     "checkpoint-every": str(EVERY),

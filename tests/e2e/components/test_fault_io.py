@@ -3,7 +3,9 @@ and a permanent error that fails fast after one attempt."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -25,6 +27,19 @@ def _start(*args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _wait_for_cpu(proc: subprocess.Popen[str], seconds: float) -> None:
+    """Until ``proc`` has used ``seconds`` of CPU (Linux's /proc: the same point of its work
+    however busy the machine is), or has ended."""
+    tick = os.sysconf("SC_CLK_TCK")
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if (int(fields[11]) + int(fields[12])) / tick >= seconds:
+                return
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -103,11 +118,12 @@ def test_r3_inference_killed_mid_shard_writes_exactly_once(
 
     best = checkpoints.latest(trained)
     assert best is not None
-    # A shard long enough (~20x the demo inputs) that the kill lands while it is being processed.
+    # A shard long enough (8x the demo inputs: seconds of generation) that the kill lands
+    # while it is being processed.
     docs = storage.read_bytes(demo_dataset.rsplit("/", 1)[0] + "/docs.jsonl").decode().splitlines()
     rows_in = [
         json.dumps({**json.loads(d), "id": f"{i}-{json.loads(d)['id']}"})
-        for i in range(20)
+        for i in range(8)
         for d in docs
     ]
     inputs = f"file://{tmp_path}/in.jsonl"
@@ -126,7 +142,7 @@ def test_r3_inference_killed_mid_shard_writes_exactly_once(
         "64",
     )
     proc = _start(*args)
-    time.sleep(2.5)  # model loaded, documents in progress
+    _wait_for_cpu(proc, 7.0)  # torch imported (~4 s), the model loaded: documents in progress
     assert proc.poll() is None, "the shard finished before the kill; make it longer"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
