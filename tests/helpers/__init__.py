@@ -21,6 +21,14 @@ from typing import Any, Protocol
 from typer.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def beside_pipelines(kind: str, tmp_path: Path) -> Path:
+    """A scratch pipeline file in the repository's ``pipelines/`` (so it imports as the
+    reference pipelines do), named so that no two tests — on any xdist worker — share it:
+    every worker numbers its ``tmp_path`` folders alike, so the worker's name goes in too."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return REPO / "pipelines" / f"_{kind}_{worker}_{tmp_path.name}.py"
 GANGWAY = [sys.executable, "-c", "from gangway.cli import main; main()"]
 """The installed CLI as a process: ``subprocess.run([*GANGWAY, "run", …])``."""
 

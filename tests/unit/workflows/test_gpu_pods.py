@@ -15,7 +15,7 @@ from gangway.errors import PermanentError
 from gangway.units import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
 from gangway.workflows.compiler import compile_pipeline
 from gangway.workflows.gpu_pods import gpu_pods
-from tests.helpers import REPO
+from tests.helpers import REPO, beside_pipelines
 
 CPU = REPO / "pipelines" / "train_eval_infer.py"
 GPU = REPO / "pipelines" / "train_eval_infer_gpu.py"
@@ -141,7 +141,7 @@ with pipeline("t", team="research", title="t", description="t", parameters=Param
 ):
     {call}
 """
-    path = REPO / "pipelines" / f"_pods_{tmp_path.name}.py"
+    path = beside_pipelines("pods", tmp_path)
     path.write_text(text)
     return path
 

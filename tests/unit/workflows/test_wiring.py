@@ -15,7 +15,7 @@ from components.interfaces import EVALUATE, INFER, SPLIT, STAGE, TRAIN
 from gangway.errors import PermanentError
 from gangway.step.interface import CheckpointUri, CorpusUri, StepSpec
 from gangway.workflows.compiler import compile_pipeline
-from tests.helpers import REPO, gangway
+from tests.helpers import REPO, beside_pipelines, gangway
 
 PIPELINE = REPO / "pipelines" / "train_eval_infer.py"
 TRAIN_CORPUS = "corpus=stage.corpus,\n        checkpoints=RUN"
@@ -27,7 +27,7 @@ def _broken(tmp_path: Path, old: str, new: str) -> tuple[Path, str]:
     """The reference pipeline with one change, beside it (so it imports the same way)."""
     text = PIPELINE.read_text()
     assert text.count(old) >= 1, old
-    path = PIPELINE.parent / f"_broken_{tmp_path.name}.py"
+    path = beside_pipelines("broken", tmp_path)
     path.write_text(text.replace(old, new, 1))
     return path, text.replace(old, new, 1)
 
@@ -147,7 +147,7 @@ def test_the_guides_pipeline_compiles_as_written(tmp_path: Path) -> None:
     """docs/writing-pipelines.md's example pipeline, taken from the page."""
     text = (REPO / "docs" / "writing-pipelines.md").read_text()
     code = next(b for b in text.split("```python\n")[1:] if "parameters=Params" in b)
-    path = PIPELINE.parent / f"_guide_{tmp_path.name}.py"
+    path = beside_pipelines("guide", tmp_path)
     path.write_text(code.split("```")[0])
     try:
         wt = compile_pipeline(path)
@@ -168,7 +168,7 @@ def test_none_leaves_a_flag_out_and_fixed_values_are_written_in(tmp_path: Path) 
         'workdir=SCRATCH / "work",', 'workdir=SCRATCH / "work",\n        publish=None,'
     )
     text = text.replace('out_prefix=RUN / "shards"', "out_prefix=RUN / p.source")
-    path = PIPELINE.parent / f"_ok_{tmp_path.name}.py"
+    path = beside_pipelines("ok", tmp_path)
     path.write_text(text)
     try:
         wt = compile_pipeline(path)
