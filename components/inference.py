@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -104,6 +105,12 @@ def infer_shard(
         {"id": d["id"], "bytes": len(d["text"].encode("utf-8"))} for d in docs
     ]
     texts = [d["text"].encode("utf-8") for d in docs]
+    print(
+        f"inference: {len(docs)} documents of {input_uri} ({mode}) on {device}, model loaded "
+        f"in {time.perf_counter() - t0:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     with inference_mode(device, where=f"inference on {input_uri}", batch_size=batch_size):
         if mode in ("score", "both"):
             for row, (loss, _) in zip(rows, score_documents(model, texts, batch_size), strict=True):

@@ -115,7 +115,10 @@ def test_a_malformed_workflow_is_refused_by_run_and_lint_with_its_field(
     assert not (tmp_path / "st" / "runs").exists()  # refused before anything was recorded
     lint = cli("lint", str(f), "--no-platform")
     assert lint.returncode == 1 and "Traceback" not in lint.stdout + lint.stderr
-    assert f"error: {said.partition(': ')[0]}\n" in lint.stdout, lint.stdout  # the CRD's words
+    if os.environ.get("GANGWAY_CRDS_DIR"):
+        assert f"error: {said.partition(': ')[0]}\n" in lint.stdout, lint.stdout  # the CRD's
+    else:  # no CRDs to lint against: lint says so, and what it runs without them is below
+        assert "no CRDs to check against" in lint.stderr, lint.stderr
     bare = lint_manifest(_workflow(spec), None, platform=False)  # without the CRDs: Argo's own
     assert [str(f).split(": ", 2)[2] for f in bare] == [said.split(" (")[0]] or any(
         said.split(" (")[0] in str(f) for f in bare
