@@ -14,7 +14,14 @@ from rich.text import Text
 
 from gangway.cli._lookups import CheckLinksOpt, PinOpt, link_mlflow, mlflow_url, pinned_image
 from gangway.cli._output import console, err_console
-from gangway.cli.options import NameOpt, load_manifests, parse_params, submission_of
+from gangway.cli.options import (
+    NameOpt,
+    Output,
+    OutputOpt,
+    load_manifests,
+    parse_params,
+    submission_of,
+)
 from gangway.cli.scheduling import GpuTypeOpt, RegionOpt, SnapshotOpt, WithinOpt
 from gangway.errors import PermanentError
 
@@ -94,38 +101,43 @@ def _connect(cluster: str | None) -> tuple[ClusterConfig, HeraArgoApi]:
 
 
 def _auto_cluster(
-    pipeline: Path,
-    obj: dict[str, Any],
-    params: dict[str, str],
-    snapshot: str | None,
-    gpu_type: str | None,
-    within: str | None,
-    data_region: str | None,
-) -> tuple[str, dict[str, Any]]:
+    pipeline: Path, obj: dict[str, Any], params: dict[str, str], auto: AutoOptions
+) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
     """``--cluster auto``: the cluster for the pipeline's gangs
-    (:func:`gangway.scheduling.pipeline_placement.choose_cluster`) and the pipeline with their
-    placement written on; the decision goes to stderr. A rejection sends nothing."""
-    from gangway.cli.decisions import render_placement, render_source
+    (:func:`gangway.scheduling.pipeline_placement.choose_cluster`), the pipeline with their
+    placement written on, and the decisions as records (``--output json``); the decision goes
+    to stderr as tables unless JSON is asked for. A rejection sends nothing."""
+    from gangway.cli.decisions import placement_record, render_placement, render_source
     from gangway.cli.scheduling import decide_pipeline, read_snapshot
     from gangway.config import load_config
     from gangway.scheduling.pipeline_placement import choose_cluster, placed_manifest
 
-    snap = read_snapshot(snapshot)
+    snap = read_snapshot(auto.snapshot)
     placements = decide_pipeline(
-        obj, str(pipeline), params, snap, gpu_type=gpu_type, within=within, data_region=data_region
+        obj,
+        str(pipeline),
+        params,
+        snap,
+        gpu_type=auto.gpu_type,
+        within=auto.within,
+        data_region=auto.data_region,
     )
-    err_console.print(render_source(snap))
-    for p in placements:
-        err_console.print(render_placement(p))
+    tables = not auto.json
+    if tables:
+        err_console.print(render_source(snap))
+        for p in placements:
+            err_console.print(render_placement(p))
     choice = choose_cluster(placements, snap, set(load_config().clusters))
-    if choice.replaced:
+    if choice.replaced and tables:
         err_console.print(
             Text(f"all gangs go to {choice.cluster}, where every one of them can run:")
         )
         for p in choice.placements:
             err_console.print(render_placement(p))
-    err_console.print(f"--cluster auto: {choice.cluster}")
-    return choice.cluster, placed_manifest(obj, choice.placements)
+    if tables:
+        err_console.print(f"--cluster auto: {choice.cluster}")
+    records = [placement_record(p, snap) for p in choice.placements]
+    return choice.cluster, placed_manifest(obj, choice.placements), records
 
 
 def submit_cmd(
@@ -147,6 +159,7 @@ def submit_cmd(
     pin_image: PinOpt = None,
     check_links: CheckLinksOpt = False,
     name: NameOpt = None,
+    output: OutputOpt = Output.TABLE,
 ) -> None:
     """Lint, create-or-update the WorkflowTemplate, and start a Workflow from it.
 
@@ -164,24 +177,41 @@ def submit_cmd(
 
     With --cluster auto, Gangway first decides where the gangs go (admission and placement
     over a snapshot of the clusters), prints the decision with the alternatives, writes the
-    chosen topology onto the gang's Volcano Job, and submits to that cluster."""
+    chosen topology onto the gang's Volcano Job, and submits to that cluster.
+
+    --output json prints one JSON document on stdout instead: with --dry-run, the objects
+    (and, with --cluster auto, the cluster and each gang's decision: verdict, victims with
+    their rules, nodes per pod, the Job's topology, reasons); after a submit, the workflow's
+    name, namespace and link."""
+    as_json = output == Output.JSON
     objs = load_manifests(pipeline)
     sub = submission_of(pipeline, objs, name)
     params = parse_params(param)
+    decision: dict[str, Any] | None = None
     if cluster is not None and cluster.lower() == "auto":
-        auto = AutoOptions(snapshot, gpu_type, within, data_region)
-        cluster, objs, sub = _placed(pipeline, sub, params, auto)
+        auto = AutoOptions(snapshot, gpu_type, within, data_region, json=as_json)
+        cluster, objs, sub, records = _placed(pipeline, sub, params, auto)
+        decision = {"cluster": cluster, "gangs": records}
     elif snapshot or gpu_type or within or data_region:
         raise PermanentError(
             "--snapshot, --gpu-type, --within and --data-region go with --cluster auto"
         )
     _lint_or_fail(objs, params, sub.resolved)
     if dry_run:
-        _dry_run(pipeline, sub, params, cluster, namespace, pin=bool(pin_image), ask=check_links)
+        objects = _dry_run(
+            pipeline, sub, params, cluster, namespace, pin=bool(pin_image), ask=check_links
+        )
+        if as_json:
+            typer.echo(json.dumps({"placement": decision, "objects": objects}, indent=2))
+        else:
+            _print_objects(objects)
     elif check_links:
         raise PermanentError("--check-links goes with --dry-run (a submit always links)")
     else:
-        _submit(pipeline, sub, params, cluster, namespace, pin=pin_image is not False)
+        pin = pin_image is not False
+        sent = _submit(pipeline, sub, params, cluster, namespace, pin=pin, to_stderr=as_json)
+        if as_json:
+            typer.echo(json.dumps({"placement": decision, **sent}, indent=2))
 
 
 @dataclass(frozen=True)
@@ -193,11 +223,13 @@ class AutoOptions:
     gpu_type: str | None
     within: str | None
     data_region: str | None
+    json: bool = False
+    """The decision goes into the JSON document, not to stderr as tables."""
 
 
 def _placed(
     pipeline: Path, sub: Submission, params: dict[str, str], auto: AutoOptions
-) -> tuple[str, list[dict[str, Any]], Submission]:
+) -> tuple[str, list[dict[str, Any]], Submission, list[dict[str, Any]]]:
     """``--cluster auto``: the cluster, and the object placed for it — sent whole, the
     placement written on the gangs wherever the file defines them."""
     from gangway.workflows.manifest_files import Submission
@@ -207,10 +239,8 @@ def _placed(
             "-p cluster= and --cluster auto: let auto choose, or name the cluster with "
             "--cluster NAME"
         )
-    cluster, placed = _auto_cluster(
-        pipeline, sub.resolved, params, auto.snapshot, auto.gpu_type, auto.within, auto.data_region
-    )
-    return cluster, [placed], Submission(placed, [], placed)
+    cluster, placed, records = _auto_cluster(pipeline, sub.resolved, params, auto)
+    return cluster, [placed], Submission(placed, [], placed), records
 
 
 def _dry_run(
@@ -222,8 +252,8 @@ def _dry_run(
     *,
     pin: bool,
     ask: bool,
-) -> None:
-    """Print the exact objects a submit would send; no network call unless asked."""
+) -> list[dict[str, Any]]:
+    """The exact objects a submit would send; no network call unless asked."""
     from gangway.cluster.submission import submit_plan
 
     params.update(pinned_image(sub.resolved, params, pin=pin, dry_run=True))
@@ -235,7 +265,7 @@ def _dry_run(
         declared=sub.resolved,
     )
     plan = link_mlflow(plan, mlflow_url(cluster), create=False, ask=ask)
-    _print_objects([*plan.upserts, *([plan.run] if plan.run else [])])
+    return [*plan.upserts, *([plan.run] if plan.run else [])]
 
 
 def _submit(
@@ -246,8 +276,10 @@ def _submit(
     namespace: str | None,
     *,
     pin: bool,
-) -> None:
-    """Send the plan to the cluster's Argo server and print the new workflow's link."""
+    to_stderr: bool = False,
+) -> dict[str, str]:
+    """Send the plan to the cluster's Argo server; print what was done and the new workflow's
+    link (``to_stderr``: when stdout is for JSON); return its name, namespace and link."""
     from gangway.cluster.submission import apply_plan, submit_plan
 
     c, api = _connect(cluster)
@@ -262,12 +294,13 @@ def _submit(
     )
     plan = link_mlflow(plan, c.mlflow_url, create=True)
     done, created = apply_plan(plan, api)
+    out = err_console if to_stderr else console
     for line in done:
-        console.print(line)
+        out.print(line)
     name = (created or {}).get("metadata", {}).get("name", "?")
-    console.print(
-        f"submitted workflow {name}\n{c.workflow_url(name, plan.namespace)}", soft_wrap=True
-    )
+    url = c.workflow_url(name, plan.namespace)
+    out.print(f"submitted workflow {name}\n{url}", soft_wrap=True)
+    return {"workflow": name, "namespace": plan.namespace, "url": url}
 
 
 def deploy_cmd(

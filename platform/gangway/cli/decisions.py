@@ -1,7 +1,10 @@
-"""Rendering admission and placement decisions, queues and "why pending" as tables: output
-only, no decisions here."""
+"""Rendering admission and placement decisions, queues and "why pending" as tables — and a
+decision as a JSON record (:func:`placement_record`) for scripts: output only, no decisions
+here."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -14,6 +17,7 @@ from gangway.scheduling.placement import WEIGHTS, Placement
 from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot
 
 __all__ = [
+    "placement_record",
     "render_placement",
     "render_queues",
     "render_snapshot",
@@ -40,6 +44,84 @@ def render_source(snap: Snapshot) -> Text:
         f"{snap.taken_at:%Y-%m-%d %H:%M %Z}",
         style="dim",
     )
+
+
+def placement_record(p: Placement, snap: Snapshot) -> dict[str, Any]:
+    """``p`` as plain data (``--output json``): the workload as decided (its queue and class
+    resolved), the verdict and reason, every field problem, each cluster ranked with its
+    factors, and for the chosen cluster the nodes per pod, the evictions with their rules and
+    the topology written on the Job. Amounts are in base units (millicores, bytes, GPUs)."""
+    d = p.decision
+    w = d.workload
+    out: dict[str, Any] = {
+        "workload": {
+            "name": w.name,
+            "team": w.team,
+            "queue": w.queue,
+            "priority_class": w.priority_class,
+            "pods": w.pods,
+            "per_pod": {"cpu_millicores": w.per_pod.cpu, "memory_bytes": w.per_pod.memory,
+                        "gpus": w.per_pod.gpus},
+            "gpu_type": w.gpu_type,
+            "within": w.within,
+            "data_region": w.data_region,
+        },
+        "verdict": str(d.verdict),
+        "reason": d.reason,
+        "problems": [{"field": e.path, "message": e.message, "hint": e.hint} for e in d.problems],
+        "clusters": [
+            {
+                "cluster": o.cluster,
+                "verdict": str(o.decision.verdict),
+                "reason": o.decision.reason,
+                "score": None if o.decision.verdict == Verdict.REJECT else round(o.score, 4),
+                "factors": {k: round(v, 4) for k, v in o.factors.items()},
+                "notes": list(o.notes),
+            }
+            for o in p.options
+        ],
+        "cluster": None,
+        "nodes": {},
+        "domain": None,
+        "victims": [],
+        "volcano_acts": None,
+        "note": None,
+        "topology": None,
+    }  # fmt: skip
+    chosen = p.chosen
+    if chosen is None:
+        return out
+    out["cluster"] = chosen.cluster
+    a = chosen.decision.assignment
+    if a is not None:
+        names = [n.name for n in snap.clusters[chosen.cluster].nodes]
+        out["nodes"] = {names[i]: pods for i, pods in sorted(a.nodes.items())}
+        out["domain"] = {"tier": a.tier, "name": a.domain}
+    plan = chosen.decision.preemption
+    if plan is not None:
+        out["victims"] = [
+            {
+                "gang": v.gang.name,
+                "namespace": v.gang.namespace,
+                "queue": v.gang.queue,
+                "priority_class": v.gang.priority_class,
+                "priority": v.gang.priority,
+                "pods": v.gang.pods,
+                "gpus_per_pod": v.gang.per_pod.gpus,
+                "gpu_type": v.gang.gpu_type,
+                "rule": v.rule,
+                "lost_gpu_hours": v.lost_gpu_hours,
+            }
+            for v in plan.victims
+        ]
+        out["volcano_acts"] = plan.volcano_acts
+        out["note"] = plan.note
+    if p.topology is not None:
+        t = p.topology
+        out["topology"] = {"highest_tier_allowed": t.tier, "tier": t.tier_name,
+                           "mode": None if t.tier is None else ("hard" if t.hard else "soft"),
+                           "gpu_product": t.gpu_product}  # fmt: skip
+    return out
 
 
 def render_placement(p: Placement) -> Group:

@@ -1,8 +1,9 @@
 """What several commands read the same way: a pipeline or manifest file, ``-p name=value``,
-the local state directory."""
+the local state directory, ``--output table|json``."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NameOpt",
+    "Output",
+    "OutputOpt",
     "ParamOpt",
     "PipelineArg",
     "StateDirOpt",
@@ -41,6 +44,23 @@ NameOpt = Annotated[
     typer.Option(
         "--name",
         help="the object to use when a YAML file holds several: NAME, or Kind/NAME",
+    ),
+]
+
+
+class Output(StrEnum):
+    """How a command prints what it decided: tables for people, JSON for scripts."""
+
+    TABLE = "table"
+    JSON = "json"
+
+
+OutputOpt = Annotated[
+    Output,
+    typer.Option(
+        "--output",
+        help="table: for reading; json: one JSON document on stdout, for scripts",
+        case_sensitive=False,
     ),
 ]
 StateDirOpt = Annotated[

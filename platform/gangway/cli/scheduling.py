@@ -3,6 +3,7 @@ clusters (live, from the platform config's kube contexts, or ``--snapshot FILE``
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -11,7 +12,7 @@ from rich.text import Text
 
 from gangway.cli._help import command_group
 from gangway.cli._output import console, err_console, output_file, write_output
-from gangway.cli.options import NameOpt
+from gangway.cli.options import NameOpt, Output, OutputOpt
 from gangway.errors import PermanentError
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ __all__ = [
     "WithinOpt",
     "app",
     "decide_pipeline",
+    "decide_workloads",
     "explain_cmd",
     "queues_cmd",
     "read_snapshot",
@@ -210,7 +212,17 @@ def _refuse_bad_values(obj: dict[str, Any], params: dict[str, str]) -> None:
 
 
 def explain_cmd(
-    pipeline: Annotated[Path, typer.Argument(help="a pipeline file (.py) or its YAML")],
+    pipeline: Annotated[
+        Path | None, typer.Argument(help="a pipeline file (.py) or its YAML")
+    ] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option(
+            "--workload",
+            help="a workload file (YAML: team, pods, per_pod, gpu_type, within, …; see "
+            "docs/scheduling.md), or 'example' for the one shipped — instead of a pipeline",
+        ),
+    ] = None,
     param: ParamOpt = None,
     snapshot: SnapshotOpt = None,
     cluster: Annotated[str | None, typer.Option(help="decide for this cluster only")] = None,
@@ -218,29 +230,95 @@ def explain_cmd(
     within: WithinOpt = None,
     data_region: RegionOpt = None,
     name: NameOpt = None,
+    output: OutputOpt = Output.TABLE,
 ) -> None:
-    """Where each gang of a pipeline would run, or why not — sends nothing.
+    """Where each gang of a pipeline — or of a workload file — would run, or why not; sends
+    nothing.
 
     The decision is admit now, admit by preempting (which gangs, what they lose), wait (for
-    what exactly) or reject (which field to change), per cluster, best first, with reasons."""
-    from gangway.cli.decisions import render_placement, render_source
-    from gangway.cli.options import load_manifests, parse_params, submission_of
+    what exactly) or reject (which field to change), per cluster, best first, with reasons.
+    --output json prints the same as one JSON document (a list, a record per gang)."""
+    from gangway.cli.decisions import placement_record, render_placement, render_source
 
-    sub = submission_of(pipeline, load_manifests(pipeline), name)
+    if (pipeline is None) == (workload is None):
+        raise PermanentError(
+            "explain: give a pipeline file or --workload FILE (one of them): "
+            "gangway explain pipelines/x.py, or gangway explain --workload example"
+        )
     snap = read_snapshot(snapshot)
-    placements = decide_pipeline(
-        sub.resolved,
-        str(pipeline),
-        parse_params(param),
-        snap,
-        gpu_type=gpu_type,
-        within=within,
-        data_region=data_region,
-        cluster=cluster,
-    )
+    if workload is not None:
+        placements = decide_workloads(
+            workload,
+            snap,
+            param=param,
+            name=name,
+            gpu_type=gpu_type,
+            within=within,
+            data_region=data_region,
+            cluster=cluster,
+        )
+    else:
+        from gangway.cli.options import load_manifests, parse_params, submission_of
+
+        assert pipeline is not None
+        sub = submission_of(pipeline, load_manifests(pipeline), name)
+        placements = decide_pipeline(
+            sub.resolved,
+            str(pipeline),
+            parse_params(param),
+            snap,
+            gpu_type=gpu_type,
+            within=within,
+            data_region=data_region,
+            cluster=cluster,
+        )
+    if output == Output.JSON:
+        records = [placement_record(p, snap) for p in placements]
+        typer.echo(json.dumps(records, indent=2))
+        return
     console.print(render_source(snap))
     for p in placements:
         console.print(render_placement(p))
+
+
+def decide_workloads(
+    path: str,
+    snap: Snapshot,
+    *,
+    param: list[str] | None,
+    name: str | None,
+    gpu_type: str | None,
+    within: str | None,
+    data_region: str | None,
+    cluster: str | None,
+) -> list[Placement]:
+    """A placement for each workload of the file at ``path`` (``example``: the shipped one),
+    each over ``snap`` as it is; ``--gpu-type``, ``--within`` and ``--data-region`` replace
+    what the file says."""
+    from dataclasses import replace
+
+    from gangway.scheduling.capacity import view_of
+    from gangway.scheduling.pipeline_placement import not_in_snapshot
+    from gangway.scheduling.placement import place
+    from gangway.scheduling.workload import load_workloads
+
+    if param:
+        raise PermanentError("-p: a workload file has no parameters; edit the file instead")
+    if name:
+        raise PermanentError("--name picks a document of a pipeline's YAML; not --workload")
+    if cluster and cluster not in snap.clusters:
+        raise not_in_snapshot(cluster, snap)
+    fleet = view_of(snap)
+    out = []
+    for w in load_workloads(path):
+        w = replace(
+            w,
+            gpu_type=gpu_type or w.gpu_type,
+            within=within or w.within,
+            data_region=data_region or w.data_region,
+        )
+        out.append(place(w, fleet, cluster=cluster))
+    return out
 
 
 def why_cmd(

@@ -3,22 +3,45 @@ queue it goes to, its priority class, the GPU model it needs, how close its pods
 where its data is.
 
 :func:`gang_workloads` reads the gangs of a compiled pipeline (the Volcano Jobs of its resource
-templates, filled with the run's parameter values); :func:`workload_of_job` reads one Job.
+templates, filled with the run's parameter values); :func:`workload_of_job` reads one Job;
+:func:`load_workloads` reads a workload file — what a platform engineer writes to ask "what
+happens if this gang arrives now" (``gangway explain --workload FILE``; the format is
+:class:`WorkloadSpec`, and ``example`` is :data:`EXAMPLE_WORKLOAD`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gangway.errors import PermanentError, field_errors
+from gangway.errors import (
+    FieldError,
+    FieldErrors,
+    PermanentError,
+    closest,
+    field_errors,
+    validation_errors,
+)
 from gangway.scheduling.snapshot.cluster_state import Amount, requested
 
-__all__ = ["Workload", "gang_workloads", "place_gangs", "region_of", "workload_of_job"]
+__all__ = [
+    "EXAMPLE_WORKLOAD",
+    "Workload",
+    "WorkloadSpec",
+    "gang_workloads",
+    "load_workloads",
+    "place_gangs",
+    "region_of",
+    "workload_of_job",
+]
+
+EXAMPLE_WORKLOAD = Path(__file__).parent / "example_workload.yaml"
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,97 @@ class Workload:
         cpu = self.per_pod.cpu / 1000
         mem = self.per_pod.memory / 2**30
         return f"{self.pods} pod(s) × {gpus}, {cpu:g} CPU, {mem:g}Gi"
+
+
+class WorkloadSpec(BaseModel):
+    """One gang in a workload file: who sends it, its shape and where it may go. A file holds
+    one such mapping, or ``workloads:`` and a list of them (decided one by one, each over the
+    snapshot as it is: the first is not assumed to have started)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = Field(None, min_length=1)
+    """Default: the file's name (``-N`` after it for the N-th of a list, from 1)."""
+    team: str = Field(min_length=1)
+    queue: str | None = Field(None, min_length=1)
+    """Default: the team's queue."""
+    priority_class: str | None = Field(None, min_length=1)
+    """Default: the team's first allowed class."""
+    pods: int = Field(ge=1, strict=True)
+    per_pod: Amount
+    """``{cpu: 32, memory: 256Gi, gpus: 8}``: Kubernetes quantities."""
+    gpu_type: str | None = Field(None, min_length=1)
+    """The GPU model, as the platform config names it (``H100``); default: any model."""
+    within: str | None = Field(None, min_length=1)
+    """A topology tier the whole gang must stay within (``rack``): the Job's hard
+    ``networkTopology``; default: anywhere."""
+    data_region: str | None = Field(None, min_length=1)
+    """The region the gang's input data is in (scores locality); default: unknown."""
+
+
+def load_workloads(path: Path | str) -> list[Workload]:
+    """The workloads of the file at ``path`` (``example``: :data:`EXAMPLE_WORKLOAD`), every
+    problem reported at once, each at its field path."""
+    from gangway.user_yaml import read_mapping
+
+    where = EXAMPLE_WORKLOAD if str(path) == "example" else Path(path)
+    raw = read_mapping(where, expected="a workload: team, pods, per_pod, … or workloads: [...]")
+    many = "workloads" in raw
+    if many and set(raw) != {"workloads"}:
+        extra = ", ".join(sorted(set(raw) - {"workloads"}))
+        raise PermanentError(f"{where}: {extra}: a file with workloads: holds nothing else")
+    items = raw["workloads"] if many else [raw]
+    if many and (not isinstance(items, list) or not items):
+        raise PermanentError(f"{where}: workloads: give a list of workloads (mappings)")
+    out, problems = [], []
+    for i, item in enumerate(items):
+        at = f"workloads[{i}]." if many else ""
+        if not isinstance(item, dict):
+            problems.append(FieldError(at.rstrip(".") or "(root)", "not a mapping of fields"))
+            continue
+        try:
+            spec = WorkloadSpec.model_validate(item)
+        except ValidationError as e:
+            problems += validation_errors(
+                e,
+                root=at.rstrip(".") or "(root)",
+                path=functools.partial(_dotted, at),
+                hint=_field_hint,
+            )
+            continue
+        default = where.stem + (f"-{i + 1}" if many else "")
+        fields = {k: f"{where}: {at}{k}" for k in WorkloadSpec.model_fields}
+        out.append(
+            Workload(
+                name=spec.name or default,
+                pods=spec.pods,
+                per_pod=spec.per_pod,
+                team=spec.team,
+                queue=spec.queue,
+                priority_class=spec.priority_class,
+                gpu_type=spec.gpu_type,
+                within=spec.within,
+                data_region=spec.data_region,
+                fields=fields,
+            )
+        )
+    if problems:
+        raise FieldErrors(str(where), problems)
+    return out
+
+
+def _field_hint(err: dict[str, Any]) -> str:
+    """For a field the format does not have: the one it most likely meant."""
+    if err.get("type") != "extra_forbidden" or not err.get("loc"):
+        return ""
+    known = Amount.model_fields if len(err["loc"]) > 1 else WorkloadSpec.model_fields
+    near = closest(str(err["loc"][-1]), known)
+    return f"did you mean {near!r}?" if near else f"the fields: {', '.join(known)}"
+
+
+def _dotted(prefix: str, loc: tuple[Any, ...]) -> str:
+    """A pydantic location as the user writes the path: ``workloads[0].per_pod.gpus``."""
+    return prefix + "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc).lstrip(".")
 
 
 def workload_of_job(

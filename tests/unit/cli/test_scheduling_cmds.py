@@ -3,6 +3,7 @@ user meets them, over the shipped example snapshot (no cluster here)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -285,3 +286,93 @@ def test_the_scheduling_doc_try_it_commands_run_as_written() -> None:
     for words in commands:
         res = CliRunner().invoke(app, words)
         assert res.exit_code == 0, (words, res.output[-2000:])
+
+
+def test_explain_a_workload_file_as_tables_and_as_json() -> None:
+    """The shipped workload file over the example snapshot: one gang fits in a rack now, the
+    other starts by preempting a lower class of its queue; JSON says the same for scripts."""
+    table = gangway("explain", "--workload", "example", "--snapshot", "example")
+    assert table.returncode == 0, table.stderr
+    assert "finetune-16gpu: admit" in table.stdout and "pretrain-24gpu: preempt" in table.stdout
+    res = gangway("explain", "--workload", "example", "--snapshot", "example", "--output", "json")
+    assert res.returncode == 0, res.stderr
+    fits, preempts = json.loads(res.stdout)
+    assert (fits["verdict"], fits["cluster"], fits["domain"]) == (
+        "admit", "us-east", {"tier": "rack", "name": "use-h100-r3"}
+    )  # fmt: skip
+    assert sum(fits["nodes"].values()) == 2 and fits["victims"] == []
+    assert fits["topology"] == {
+        "highest_tier_allowed": 1, "tier": "rack", "mode": "hard",
+        "gpu_product": "NVIDIA-H100-80GB-HBM3",
+    }  # fmt: skip
+    assert [c["cluster"] for c in fits["clusters"]] == ["us-east", "eu-west"]
+    assert fits["clusters"][1] | {"factors": None} == {
+        "cluster": "eu-west", "verdict": "reject", "reason": "no H100 nodes in eu-west",
+        "score": None, "factors": None, "notes": [],
+    }  # fmt: skip
+    assert preempts["verdict"] == "preempt" and sum(preempts["nodes"].values()) == 3
+    (victim,) = preempts["victims"]
+    assert victim["gang"] == "sweep-lr-3" and victim["rule"].startswith("preempt: same queue")
+    assert preempts["workload"]["queue"] == "research"  # resolved from the team
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("team: reserch\npods: 2\nper_pod: {gpus: 8}\n", "team: no team 'reserch'"),
+        ("team: research\npods: 0\nper_pod: {gpus: 8}\n",
+         "w.yaml: 1 problem(s):\n  pods: Input should be greater than or equal to 1"),
+        ("team: research\npods: 1\nper_pod: {gpu: 8}\ngpu_typ: H100\n",
+         "per_pod.gpu: Extra inputs are not permitted; did you mean 'gpus'?\n"
+         "  gpu_typ: Extra inputs are not permitted; did you mean 'gpu_type'?"),
+        ("workloads: [3]\n", "workloads[0]: not a mapping of fields"),
+        ("workloads: []\n", "workloads: give a list of workloads"),
+        ("workloads: [{}]\nteam: x\n", "team: a file with workloads: holds nothing else"),
+        ("- team: research\n", "expected a mapping"),
+        ("team: [\n", "not valid YAML"),
+    ],
+    ids=["unknown-team", "no-pods", "misspelt-fields", "item-not-a-mapping", "empty-list",
+         "workloads-and-more", "a-list", "not-yaml"],
+)  # fmt: skip
+def test_workload_file_mistakes_name_the_field(tmp_path: Path, text: str, says: str) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text(text)
+    res = gangway("explain", "--workload", str(f), "--snapshot", "example")
+    out = res.stdout + res.stderr
+    assert says in out and "Traceback" not in out, out
+    assert res.returncode == (0 if "no team" in says else 1)  # a rejection is a decision
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "give a pipeline file or --workload FILE"),
+        ([PIPE, "--workload", "example"], "give a pipeline file or --workload FILE"),
+        (["--workload", "example", "-p", "nodes=2"], "-p: a workload file has no parameters"),
+        (["--workload", "example", "--cluster", "mars"], "mars"),
+        (["--workload", "example", "--output", "yaml"], "'yaml' is not one of 'table', 'json'"),
+        (["--workload", "nowhere.yaml"], "nowhere.yaml: cannot read it"),
+    ],
+)
+def test_explain_workload_mistakes(args: list[str], says: str) -> None:
+    res = gangway("explain", *args, "--snapshot", "example")
+    assert res.returncode != 0 and says in res.stdout + res.stderr, res.stdout + res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+
+
+def test_submit_cluster_auto_dry_run_as_json() -> None:
+    res = gangway(
+        "submit", PIPE, *GPUS, "--cluster", "auto", "--dry-run", "--snapshot", "example",
+        "--gpu-type", "H100", "--within", "rack", "--output", "json",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "clusters, best first" not in res.stderr  # the decision is in the document
+    doc = json.loads(res.stdout)
+    assert doc["placement"]["cluster"] == "us-east"
+    (train,) = doc["placement"]["gangs"]
+    assert train["verdict"] == "admit" and train["topology"]["mode"] == "hard"
+    kinds = [o["kind"] for o in doc["objects"]]
+    assert kinds == ["WorkflowTemplate", "Workflow"]
+    plain = gangway("submit", CPU_PIPE, "--dry-run", "--output", "json")
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout)["placement"] is None
