@@ -29,6 +29,8 @@ def beside_pipelines(kind: str, tmp_path: Path) -> Path:
     every worker numbers its ``tmp_path`` folders alike, so the worker's name goes in too."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     return REPO / "pipelines" / f"_{kind}_{worker}_{tmp_path.name}.py"
+
+
 GANGWAY = [sys.executable, "-c", "from gangway.cli import main; main()"]
 """The installed CLI as a process: ``subprocess.run([*GANGWAY, "run", …])``."""
 

@@ -39,6 +39,7 @@ __all__ = [
     "declared_parameters",
     "library",
     "merge_spec",
+    "parameters_taken",
     "references",
     "resolve",
     "spec_of",
@@ -300,3 +301,10 @@ def declared_parameters(manifest: Mapping[str, Any]) -> set[str]:
     """The workflow parameters a compiled manifest declares (``spec.arguments.parameters``)."""
     params = (spec_of(manifest).get("arguments") or {}).get("parameters") or []
     return {str(p["name"]) for p in params if isinstance(p, dict) and "name" in p}
+
+
+def parameters_taken(declared: set[str]) -> str:
+    """What a workflow declaring ``declared`` takes, for a refusal of another ``-p`` name."""
+    if not declared:
+        return "this workflow takes no parameters (it declares no spec.arguments.parameters)"
+    return f"this pipeline takes: {', '.join(sorted(declared))}"

@@ -19,8 +19,12 @@ from gangway.errors import FieldError, closest
 __all__ = [
     "CONTAINER_KEYS",
     "DAG_TASK_KEYS",
+    "IO_KEYS",
+    "PARAMETER_KEYS",
+    "SPEC_KEYS",
     "STEP_KEYS",
     "TEMPLATE_KEYS",
+    "VALUE_FROM_KEYS",
     "shape_problems",
     "timeout_problems",
     "validation_problems",
@@ -122,6 +126,79 @@ CONTAINER_KEYS = frozenset(
     ]
 )
 """The fields of a container (Kubernetes' ``Container``; a script adds ``source``)."""
+SPEC_KEYS = frozenset(
+    [
+        "activeDeadlineSeconds",
+        "affinity",
+        "archiveLogs",
+        "arguments",
+        "artifactGC",
+        "artifactRepositoryRef",
+        "automountServiceAccountToken",
+        "dnsConfig",
+        "dnsPolicy",
+        "entrypoint",
+        "executor",
+        "executorPlugins",
+        "hooks",
+        "hostAliases",
+        "hostNetwork",
+        "imagePullSecrets",
+        "metrics",
+        "nodeSelector",
+        "onExit",
+        "parallelism",
+        "podDisruptionBudget",
+        "podGC",
+        "podMetadata",
+        "podPriorityClassName",
+        "podResources",
+        "podSpecPatch",
+        "priority",
+        "resourceClaims",
+        "retryStrategy",
+        "schedulerName",
+        "securityContext",
+        "serviceAccountName",
+        "shutdown",
+        "suspend",
+        "synchronization",
+        "templateDefaults",
+        "templates",
+        "tolerations",
+        "ttlStrategy",
+        "volumeClaimGC",
+        "volumeClaimTemplates",
+        "volumes",
+        "workflowMetadata",
+        "workflowTemplateRef",
+    ]
+)
+"""The fields of a workflow's ``spec`` (``WorkflowSpec``)."""
+IO_KEYS = {
+    "inputs": frozenset({"artifacts", "parameters"}),
+    "outputs": frozenset({"artifacts", "exitCode", "parameters", "result"}),
+    "arguments": frozenset({"artifacts", "parameters"}),
+}
+"""The fields of a template's ``inputs`` and ``outputs``, and of a call's ``arguments``."""
+PARAMETER_KEYS = frozenset(
+    ["default", "description", "enum", "globalName", "name", "value", "valueFrom"]
+)
+"""The fields of a ``Parameter`` (an input, output or argument)."""
+VALUE_FROM_KEYS = frozenset(
+    [
+        "configMapKeyRef",
+        "default",
+        "event",
+        "expression",
+        "jqFilter",
+        "jsonPath",
+        "parameter",
+        "path",
+        "supplied",
+    ]
+)
+"""The fields of a parameter's ``valueFrom`` (``ValueFrom``)."""
 
 Kind = Literal["str", "int", "bool", "map", "list", "any", "int_or_str", "scalar"]
 _SAYS = {
@@ -164,6 +241,7 @@ def _list(items: _Type) -> _Type:
 STR, INT, BOOL, ANY = _Type("str"), _Type("int"), _Type("bool"), _Type("any")
 MAP, SCALAR, INT_OR_STR = _Type("map"), _Type("scalar"), _Type("int_or_str")
 _PARAM = _map(
+    PARAMETER_KEYS,
     required=("name",),
     name=STR,
     value=SCALAR,
@@ -171,10 +249,13 @@ _PARAM = _map(
     enum=_list(SCALAR),
     description=STR,
     globalName=STR,
-    valueFrom=MAP,
+    valueFrom=_map(VALUE_FROM_KEYS),
 )
 _ARTIFACT = _map(required=("name",), name=STR, path=STR, optional=BOOL, mode=INT)
-_IO = _map(parameters=_list(_PARAM), artifacts=_list(_ARTIFACT))
+_IO_FIELDS = {"parameters": _list(_PARAM), "artifacts": _list(_ARTIFACT)}
+_INPUTS = _map(IO_KEYS["inputs"], fields=_IO_FIELDS)
+_OUTPUTS = _map(IO_KEYS["outputs"], fields=_IO_FIELDS, result=STR, exitCode=STR)
+_ARGUMENTS = _map(IO_KEYS["arguments"], fields=_IO_FIELDS)
 _ENV = _map(required=("name",), name=STR, value=STR, valueFrom=MAP)
 _CONTAINER_FIELDS = {
     "name": STR,
@@ -213,7 +294,7 @@ _RETRY = _map(
 _CALL_FIELDS = {
     "name": STR,
     "template": STR,
-    "arguments": _map(parameters=_list(_PARAM), artifacts=_list(_ARTIFACT)),
+    "arguments": _ARGUMENTS,
     "withItems": _list(ANY),
     "withParam": STR,
     "withSequence": MAP,
@@ -235,8 +316,8 @@ _TEMPLATE_FIELDS = {
         frozenset({"failFast", "target", "tasks"}), tasks=_list(_TASK), target=STR, failFast=BOOL
     ),
     "steps": _list(_list(_STEP)),
-    "inputs": _IO,
-    "outputs": _IO,
+    "inputs": _INPUTS,
+    "outputs": _OUTPUTS,
     "parallelism": _Type("int", minimum=1),
     "retryStrategy": _RETRY,
     "timeout": STR,
@@ -260,7 +341,7 @@ _SPEC_FIELDS = {
     "templateDefaults": ANY,
     "entrypoint": STR,
     "onExit": STR,
-    "arguments": _map(parameters=_list(_PARAM), artifacts=_list(_ARTIFACT)),
+    "arguments": _ARGUMENTS,
     "parallelism": _Type("int", minimum=1),
     "retryStrategy": _RETRY,
     "activeDeadlineSeconds": INT_OR_STR,
@@ -328,7 +409,7 @@ def shape_problems(spec: Mapping[str, Any], base: str = "spec") -> list[FieldErr
     """Every field of a workflow ``spec`` (at ``base``) whose type Argo would refuse, and every
     field of a template, task or step Argo does not know (with the name it likely meant)."""
     out: list[FieldError] = []
-    _check(spec, _map(fields=_SPEC_FIELDS), base, out)
+    _check(spec, _map(SPEC_KEYS, fields=_SPEC_FIELDS), base, out)
     templates = spec.get("templates")
     if templates is not None and not isinstance(templates, list):
         out.append(FieldError(f"{base}.templates", f"must be a list, not {_what(templates)}"))

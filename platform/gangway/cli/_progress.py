@@ -76,8 +76,9 @@ def _items(n: NodeResult) -> list[tuple[str, str]]:
     """What a node produced, as ``(label, value)``: a cache check's verdict; else its outputs
     that are not empty, less its MLflow run link (a search filter until the run exists; the
     summary's ``mlflow:`` and ``lineage:`` lines lead there); else, once it succeeded, its
-    standard output. A JSON value shows by its shape: ``[4 items]``, ``{documents=16, …}``
-    (the short fields of an object, else its keys)."""
+    standard output. A JSON value shows by its shape: a short list whole (``["a","b"]``), a
+    longer one as ``[4 items]``, an object as ``{documents=16, …}`` (its short fields, else its
+    keys)."""
     from gangway.workflows.memoize import CHECK_SUFFIX
     from gangway.workflows.templates import RUN_URL_OUTPUT
 
@@ -91,12 +92,19 @@ def _items(n: NodeResult) -> list[tuple[str, str]]:
     return shown
 
 
+_WHOLE_LIST = 24
+"""The longest list (as compact JSON) the summary shows whole."""
+
+
 def _shape(value: str) -> str:
     try:
         data = json.loads(value)
     except ValueError:
         return value
     if isinstance(data, list):
+        whole = json.dumps(data, separators=(",", ":"))
+        if len(whole) <= _WHOLE_LIST:  # a short list says more than its length
+            return whole
         return f"[{len(data)} item{'' if len(data) == 1 else 's'}]"
     if isinstance(data, dict) and data:
         brief = [f"{k}={_scalar(v)}" for k, v in data.items() if _scalar(v)]

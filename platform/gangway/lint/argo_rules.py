@@ -71,6 +71,18 @@ def check_workflow(obj: Mapping[str, Any], name: str) -> list[FieldError]:
     entry = spec.get("entrypoint")
     if entry and entry not in templates and not spec.get("workflowTemplateRef"):
         out.append(finding(name, f"{base}.entrypoint", f"template {entry!r} does not exist"))
+    elif (
+        not entry and obj.get("kind") not in TEMPLATE_KINDS and not spec.get("workflowTemplateRef")
+    ):
+        # A WorkflowTemplate may have none (a library its callers name templates of); a
+        # Workflow, or a CronWorkflow's, runs from it: Argo's validation requires it.
+        out.append(
+            finding(
+                name,
+                f"{base}.entrypoint",
+                "missing; Argo requires the template to start from — add entrypoint: NAME",
+            )
+        )
     for i, t in enumerate(spec.get("templates") or []):
         tp = f"{base}.templates[{i}]"
         if not _NAME.match(str(t.get("name", ""))):

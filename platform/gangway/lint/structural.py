@@ -3,19 +3,16 @@ core Kubernetes kind's (:mod:`gangway.lint.core_kinds`); a kind with neither is 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
-from gangway.errors import FieldError, describe
+from gangway.errors import FieldError, closest, describe
 from gangway.lint._findings import finding, path_str
 from gangway.lint.core_kinds import KUBERNETES_VERSION, core_validator
 from gangway.lint.crds import CrdSchemas
 
 __all__ = ["validate_structure"]
-
-_UNEXPECTED = re.compile(r"\('(.+?)' (?:was|were) unexpected\)")
 
 
 def _types(alternatives: Any) -> list[str]:
@@ -29,13 +26,24 @@ def _types(alternatives: Any) -> list[str]:
     return out
 
 
+def _unknown_fields(err: ValidationError) -> list[tuple[str, str]]:
+    """One (path, message) per field the schema does not allow, with the name it likely
+    meant — jsonschema reports them all in one error, its message naming them in a list."""
+    path = path_str(err.absolute_path)
+    known = (
+        set((err.schema or {}).get("properties") or {}) if isinstance(err.schema, dict) else set()
+    )
+    extra = [k for k in err.instance if k not in known] if isinstance(err.instance, dict) else []
+    out = []
+    for field in extra:
+        near = closest(str(field), known)
+        fix = f"did you mean {near!r}?" if near else "remove it or fix the spelling"
+        out.append((f"{path}.{field}" if path else str(field), f"unknown field {field!r}; {fix}"))
+    return out or [(path, err.message)]
+
+
 def _message(err: ValidationError) -> tuple[str, str]:
     path = path_str(err.absolute_path)
-    if err.validator == "additionalProperties":
-        m = _UNEXPECTED.search(err.message)
-        field = m.group(1) if m else "?"
-        where = f"{path}.{field}" if path else field
-        return where, f"unknown field {field!r}; remove it or fix the spelling"
     if err.validator == "required":
         return path, f"{err.message}; add it"
     if err.validator in ("anyOf", "oneOf") and (types := _types(err.validator_value)):
@@ -81,6 +89,6 @@ def validate_structure(
     if partial:
         errors = [e for e in errors if e.validator != "required"]
     for err in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
-        path, msg = _message(err)
-        findings.append(finding(name, path, msg))
+        said = _unknown_fields(err) if err.validator == "additionalProperties" else [_message(err)]
+        findings += [finding(name, path, msg) for path, msg in said]
     return findings

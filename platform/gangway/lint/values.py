@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gangway.argo.references import declared_parameters
+from gangway.argo.references import declared_parameters, parameters_taken
 from gangway.errors import FieldError, PermanentError, closest
 from gangway.lint import CrdSchemas, lint_manifest
 from gangway.lint._findings import finding
@@ -65,7 +65,7 @@ def _arguments(obj: dict[str, Any]) -> list[dict[str, Any]]:
 def _unknown(name: str, declared: set[str]) -> str:
     near = closest(name, declared)
     hint = f" (did you mean {near}?)" if near else ""
-    return f"unknown parameter{hint}; this pipeline takes: {', '.join(sorted(declared))}"
+    return f"unknown parameter{hint}; {parameters_taken(declared)}"
 
 
 def with_values(obj: Mapping[str, Any], values: Mapping[str, str]) -> dict[str, Any]:

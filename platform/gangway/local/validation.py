@@ -121,7 +121,12 @@ def unsupported(workflow: Mapping[str, Any], secrets: Secrets | None = None) -> 
     for i, t in enumerate(with_defaults(spec)):
         found += _template(t, f"spec.templates[{i}] ({t.get('name')})", run)
     entry = spec.get("entrypoint")
-    if entry not in templates:
+    if not entry:
+        found.append(
+            "spec.entrypoint: missing — Argo runs a workflow from the template it names; add "
+            f"entrypoint: NAME (templates: {', '.join(map(str, templates)) or 'none'})"
+        )
+    elif entry not in templates:
         found.append(f"spec.entrypoint {entry!r} names no template")
     handlers = [("spec.onExit", spec.get("onExit"))]
     handlers += [

@@ -11,7 +11,11 @@ from typing import Any
 
 import yaml
 
-from gangway.argo.references import check_parameter_references, declared_parameters
+from gangway.argo.references import (
+    check_parameter_references,
+    declared_parameters,
+    parameters_taken,
+)
 from gangway.errors import GangwayError, NotFoundError, PermanentError, closest
 
 __all__ = [
@@ -159,8 +163,7 @@ def check_parameter_names(manifest: dict[str, Any], names: Any) -> None:
             near = closest(name, declared)
             named.append(f"{name} (did you mean {near}?)" if near else name)
         raise PermanentError(
-            f"unknown parameter(s) {', '.join(named)}; this pipeline takes: "
-            + ", ".join(sorted(declared))
+            f"unknown parameter(s) {', '.join(named)}; {parameters_taken(declared)}"
         )
 
 

@@ -42,6 +42,10 @@ def read_manifests(path: Path, *, run: bool = False) -> list[dict[str, Any]]:
     workflow kinds are taken (``lint`` and ``submit`` take any Kubernetes object)."""
     from gangway.user_yaml import read_documents
 
+    if path.is_dir():
+        raise PermanentError(
+            f"{path}: a directory, not a file (give a Hera .py file or YAML manifests)"
+        )
     if not path.is_file():
         raise NotFoundError(f"{path}: no such file (give a Hera .py file or YAML manifests)")
     try:

@@ -14,8 +14,12 @@ import yaml
 from gangway.argo.validation import (
     CONTAINER_KEYS,
     DAG_TASK_KEYS,
+    IO_KEYS,
+    PARAMETER_KEYS,
+    SPEC_KEYS,
     STEP_KEYS,
     TEMPLATE_KEYS,
+    VALUE_FROM_KEYS,
     validation_problems,
 )
 from gangway.lint import lint_manifest
@@ -96,6 +100,26 @@ CASES = {
         _dag({"name": "a", "template": "hello"}, timeout="5s"),
         "spec.templates[0].timeout: a dag template does not take a timeout",
     ),
+    "misspelt-spec-field": (
+        {"paralelism": 2, **_dag({"name": "a", "template": "hello"})},
+        "spec.paralelism: unknown field (Argo refuses it); did you mean 'parallelism'?",
+    ),
+    "misspelt-outputs-field": (
+        {"templates": [{**HELLO, "name": "main", "outputs": {"parameter": []}}]},
+        "spec.templates[0].outputs.parameter: unknown field (Argo refuses it); did you mean",
+    ),
+    "misspelt-value-from-field": (
+        {
+            "templates": [
+                {
+                    **HELLO,
+                    "name": "main",
+                    "outputs": {"parameters": [{"name": "o", "valueFrom": {"paht": "/tmp/o"}}]},
+                }
+            ]
+        },
+        "spec.templates[0].outputs.parameters[0].valueFrom.paht: unknown field (Argo refuses it)",
+    ),
     "timeout-a-bare-number": (
         {"templates": [{**HELLO, "name": "main", "timeout": "10"}]},
         "spec.templates[0].timeout: '10' is a number, not a duration",
@@ -154,24 +178,34 @@ def test_leaf_templates_and_placeholders_keep_their_timeout() -> None:
     assert validation_problems(spec) == []
 
 
-def _crd_template_schema() -> dict[str, Any]:
+def _crd_spec_schema() -> dict[str, Any]:
     crds = os.environ.get("GANGWAY_CRDS_DIR")
     if not crds:
         pytest.skip("GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs")
     path = Path(crds) / "argo-workflows-v4.1.2" / "argoproj.io_workflows.yaml"
     doc = load_yaml(path.read_text())
-    spec = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    template: dict[str, Any] = spec["properties"]["templates"]["items"]
-    return template
+    spec: dict[str, Any] = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"
+    ]
+    return spec
 
 
 def test_the_field_names_are_argos_own() -> None:
     """The known fields are Argo v4.1.2's, read from its Workflow CRD."""
-    t = _crd_template_schema()["properties"]
+    spec = _crd_spec_schema()["properties"]
+    assert set(spec) == SPEC_KEYS
+    t = spec["templates"]["items"]["properties"]
     assert set(t) == TEMPLATE_KEYS
     assert set(t["dag"]["properties"]["tasks"]["items"]["properties"]) == DAG_TASK_KEYS
     assert set(t["steps"]["items"]["items"]["properties"]) == STEP_KEYS
     assert set(t["container"]["properties"]) == CONTAINER_KEYS
+    assert {k: set(t[k]["properties"]) for k in ("inputs", "outputs")} == {
+        k: set(IO_KEYS[k]) for k in ("inputs", "outputs")
+    }
+    assert set(spec["arguments"]["properties"]) == IO_KEYS["arguments"]
+    param = t["outputs"]["properties"]["parameters"]["items"]["properties"]
+    assert set(param) == PARAMETER_KEYS
+    assert set(param["valueFrom"]["properties"]) == VALUE_FROM_KEYS
 
 
 def test_a_run_ended_by_the_workflows_own_error_does_not_offer_a_retry(tmp_path: Path) -> None:

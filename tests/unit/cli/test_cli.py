@@ -235,6 +235,15 @@ def test_run_summary_table_reads_at_80_columns() -> None:
     assert said == "exit 1: the loss went to NaN at step 12; lower the lr"  # wrapped, whole
 
 
+def test_a_short_json_list_shows_whole_in_the_summary() -> None:
+    """``result=[1 item]`` hid a one-word answer; a list that fits shows as it is."""
+    nodes = [_Node("pick").took(0.2).build(), _Node("many").took(0.2).build()]
+    nodes[0].result = json.dumps(["h100"])
+    nodes[1].result = json.dumps([f"shard-{i}" for i in range(8)])
+    text = _render(steps_table(nodes, "wf-1: Succeeded in 1s", workflow="wf-1"))
+    assert 'result=["h100"]' in text and "result=[8 items]" in text, text
+
+
 @pytest.mark.parametrize(
     ("text", "width", "shown"),
     [

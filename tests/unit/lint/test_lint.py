@@ -289,6 +289,37 @@ def test_broken_manifests_are_caught_with_their_path(
     assert hits, f"expected a finding at {path}; got:\n{got}"
 
 
+def test_two_unknown_fields_in_one_object_are_two_findings_each_said_once(
+    compiled: dict[str, Any], schemas: CrdSchemas
+) -> None:
+    """jsonschema names both in one error ("('colour', 'shape' were unexpected)"): lint read
+    one garbled field from it, and Argo's own check then named each again."""
+    wt = copy.deepcopy(compiled)
+    _stage_container(wt).update(colour="red", shape="round")
+    wt["spec"]["paralelism"] = 2
+    where = f"spec.templates[{T['stage']}].container"
+    found = [(f.path, f.message) for f in lint_manifest(wt, schemas, platform=False)]
+    unknown = [(p, m) for p, m in found if "unknown field" in m]
+    assert sorted(unknown) == [
+        ("spec.paralelism", "unknown field 'paralelism'; did you mean 'parallelism'?"),
+        (f"{where}.colour", "unknown field 'colour'; remove it or fix the spelling"),
+        (f"{where}.shape", "unknown field 'shape'; remove it or fix the spelling"),
+    ], found
+
+
+def test_a_workflow_needs_an_entrypoint_a_library_template_does_not(
+    compiled: dict[str, Any],
+) -> None:
+    """Argo's validation requires spec.entrypoint on a Workflow (and a CronWorkflow's spec), not
+    on a WorkflowTemplate whose callers name the templates they run."""
+    library = copy.deepcopy(compiled)
+    del library["spec"]["entrypoint"]
+    assert not [f for f in lint_manifest(library, None) if f.path == "spec.entrypoint"]
+    wf = {**library, "kind": "Workflow"}
+    said = [str(f) for f in lint_manifest(wf, None) if f.path == "spec.entrypoint"]
+    assert said and "missing" in said[0], said
+
+
 def test_cli_exit_codes_and_output(
     schemas: CrdSchemas, compiled: dict[str, Any], tmp_path: Path
 ) -> None:
