@@ -22,6 +22,8 @@ __all__ = [
     "RDMA_RESOURCES",
     "RDMA_RESOURCE_NAMES",
     "RDMA_RESOURCE_PREFIXES",
+    "amount",
+    "amount_said",
     "is_rdma_resource",
     "memory_bytes",
     "millicores",
@@ -155,3 +157,28 @@ def resource_list(
     if gpus:
         out[GPU_RESOURCE] = str(sum(gpus.values()))
     return out
+
+
+def amount(key: str, n: int) -> str:
+    """An amount of quota key ``key`` as a table cell under its key: cores (``0.5``), memory in
+    ``Gi``/``Ti`` (three figures: ``3.73Gi``), devices."""
+    if key == "cpu":
+        return _figures(n / 1000)
+    if key == "memory":
+        return f"{_figures(n / 2**40)}Ti" if n >= 2**40 else f"{_figures(n / 2**30)}Gi"
+    return str(n)
+
+
+def amount_said(key: str, n: int) -> str:
+    """The same in a sentence, with its unit: ``12 CPU cores``, ``3.73Gi of memory``,
+    ``16 GPUs``, ``8 H100 GPUs``."""
+    if key == "cpu":
+        return f"{amount(key, n)} CPU core{'' if n == 1000 else 's'}"
+    if key == "memory":
+        return f"{amount(key, n)} of memory"
+    model = key.partition("/")[2]
+    return f"{n} {model + ' ' if model else ''}GPU{'' if n == 1 else 's'}"
+
+
+def _figures(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:.3g}"

@@ -10,11 +10,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gangway.scheduling.admission import Verdict, amount
+from gangway.scheduling.admission import Verdict
 from gangway.scheduling.capacity import ClusterView, view_of
 from gangway.scheduling.pending import GangWhy
 from gangway.scheduling.placement import WEIGHTS, Placement
 from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot
+from gangway.units import amount
 
 __all__ = [
     "placement_record",
@@ -120,7 +121,7 @@ def placement_record(p: Placement, snap: Snapshot) -> dict[str, Any]:
         t = p.topology
         out["topology"] = {"highest_tier_allowed": t.tier, "tier": t.tier_name,
                            "mode": None if t.tier is None else ("hard" if t.hard else "soft"),
-                           "gpu_product": t.gpu_product}  # fmt: skip
+                           "gpu_product": t.gpu_product, "note": t.note}  # fmt: skip
     return out
 
 
@@ -131,7 +132,12 @@ def render_placement(p: Placement) -> Group:
     head = Text.assemble(
         (f"{w.name}: ", "bold"),
         _verdict(d.verdict),
-        f" — {w.shape()}, queue {w.queue}, priority class {w.priority_class}",
+        f" — {w.shape()}, queue {w.queue}, "
+        + (
+            f"priority class {w.priority_class}"
+            if w.priority_class
+            else "no priority class (priority 0)"
+        ),
     )
     parts: list[Table | Text | Group] = [head]
     for problem in d.problems:
@@ -154,6 +160,8 @@ def render_placement(p: Placement) -> Group:
         now = chosen.decision.verdict in (Verdict.ADMIT, Verdict.PREEMPT)
         lead = f"placement on {chosen.cluster}" if now else f"once admitted, on {chosen.cluster}"
         parts.append(Text(f"{lead}: {where}{domain}{model}"))
+        if t.note:
+            parts.append(Text(f"  ({t.note})"))
     return Group(*parts)
 
 
@@ -186,7 +194,8 @@ def _evictions(cluster: str, plan: object) -> Table:
     assert isinstance(plan, Preemption)
     cost = "unknown" if plan.cost is None else f"{plan.cost:.1f} GPU-h"
     title = (
-        f"would evict on {cluster} (whole gangs; lost work {cost})"
+        f"would evict on {cluster} (lost work {cost}; Volcano evicts pod by pod and each "
+        "victim's Job then restarts all its pods: PodEvicted → RestartJob)"
         if plan.volcano_acts
         else f"evicting these on {cluster} would make room, but Volcano will not (see the note)"
     )

@@ -20,7 +20,7 @@ reject). :func:`gangway.scheduling.placement.place` ranks the clusters that shar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import IntEnum
@@ -37,9 +37,15 @@ from gangway.scheduling.capacity import (
     pod_shape,
     view_of,
 )
-from gangway.scheduling.preemption import Preemption, over_capability, plan_preemption
+from gangway.scheduling.preemption import (
+    Preemption,
+    over_capability,
+    plan_preemption,
+    reclaim_refusal,
+)
 from gangway.scheduling.snapshot.cluster_state import Snapshot
 from gangway.scheduling.workload import Workload
+from gangway.units import amount, amount_said
 
 __all__ = [
     "MAX_PODS",
@@ -48,7 +54,6 @@ __all__ = [
     "Verdict",
     "admit",
     "admit_in",
-    "amount",
     "in_cluster",
 ]
 
@@ -73,17 +78,14 @@ class ClusterDecision:
     verdict: Verdict
     reason: str
     assignment: Assignment | None = None
-    plan: Preemption | Callable[[], Preemption | None] | None = None
-    """The evictions that would make room, or — where they cannot change the verdict (a gang
-    Volcano will not preempt for) — how to work them out when first asked."""
+    plan: Preemption | None = None
+    """The evictions that would make room — also on a *wait*, where Volcano will not make them
+    (:attr:`Preemption.volcano_acts` False, with the reason)."""
 
     @property
     def preemption(self) -> Preemption | None:
-        """The evictions (see :mod:`gangway.scheduling.preemption`); an explanation-only plan is
-        worked out on first reading, over the cluster as it is then."""
-        if callable(self.plan):
-            object.__setattr__(self, "plan", self.plan())
-        return self.plan  # type: ignore[return-value]
+        """The evictions (see :mod:`gangway.scheduling.preemption`)."""
+        return self.plan
 
 
 @dataclass(frozen=True)
@@ -181,19 +183,6 @@ def _near(name: str, known: set[str]) -> str:
     return f" (did you mean {near!r}?)" if near else ""
 
 
-def amount(key: str, n: int) -> str:
-    """An amount of quota key ``key`` as people write it: cores, ``Gi``/``Ti``, devices."""
-    if key == "cpu":
-        return _number(n / 1000)
-    if key == "memory":
-        return f"{_number(n / 2**40)}Ti" if n >= 2**40 else f"{_number(n / 2**30)}Gi"
-    return str(n)
-
-
-def _number(x: float) -> str:
-    return str(int(x)) if x == int(x) else f"{x:.3g}"
-
-
 def _list(names: set[str]) -> str:
     return ", ".join(sorted(names)) or "none"
 
@@ -208,11 +197,22 @@ def _largest(view: ClusterView, counts: np.ndarray, within: str | None) -> tuple
 
 
 def admit_in(
-    w: Workload, view: ClusterView, *, priority: int, preempting: bool, now: datetime
+    w: Workload,
+    view: ClusterView,
+    *,
+    priority: int,
+    preempting: bool,
+    now: datetime,
+    may_preempt: tuple[str, ...] = (),
 ) -> ClusterDecision:
-    """The verdict for ``w`` (queue and priority resolved) in one cluster."""
+    """The verdict for ``w`` (queue and priority resolved) in one cluster (``may_preempt``:
+    the classes the team may use that may evict others, for a class that may not)."""
     name, state, queue = view.name, view.state, str(w.queue)
-    what = f"{w.per_pod.gpus} × {w.gpu_type or 'GPU'}" if w.per_pod.gpus else "pod slots"
+    what = (
+        f"{w.per_pod.gpus} × {w.gpu_type or 'GPU'}"
+        if w.per_pod.gpus
+        else f"{amount('cpu', w.per_pod.cpu)} CPU, {amount('memory', w.per_pod.memory)}"
+    )
     if queue not in state.queues:
         return ClusterDecision(name, Verdict.REJECT, f"no queue {queue} in {name}")
     if w.gpu_type and w.per_pod.gpus and not view.has_type(w.gpu_type):
@@ -222,13 +222,13 @@ def admit_in(
     if view.ever(w.per_pod, w.gpu_type, w.pods, w.within) is None:
         ever = fit(view, w.per_pod, w.gpu_type, free=view.allocatable)
         scope, most = _largest(view, ever, w.within)
-        reason = f"needs {w.pods} pods of {what} in {scope}; at most {most} ever fit"
+        reason = f"needs {_pods(w.pods)} of {what} in {scope}; at most {most} ever fit"
         return ClusterDecision(name, Verdict.REJECT, reason)
     never = [(q, k, cap) for q, k, _used, cap in over_capability(w, view, queue, empty=True)]
     if never:
         q, k, cap = never[0]
-        need = amount(k, w.total(k))
-        reason = f"needs {need} {k}, more than queue {q}'s capability ({amount(k, cap)})"
+        need = amount_said(k, w.total(k))
+        reason = f"needs {need}, more than queue {q}'s capability ({amount_said(k, cap)})"
         return ClusterDecision(name, Verdict.REJECT, reason)
     over = over_capability(w, view, queue)
     counts = fit(view, w.per_pod, w.gpu_type)
@@ -237,15 +237,8 @@ def admit_in(
     if placed is not None:
         return ClusterDecision(name, Verdict.ADMIT, _where(placed), assignment=placed)
 
-    def planned() -> Preemption | None:
-        return plan_preemption(w, view, queue=queue, priority=priority, now=now)
-
-    # Volcano does not preempt for a gang that must stay within a tier (hard topology): the
-    # plan only explains, so it is worked out when someone reads it.
-    plan: Preemption | Callable[[], Preemption | None] | None = None
-    if preempting:
-        plan = planned if w.within is not None else planned()
-    if isinstance(plan, Preemption) and plan.volcano_acts:
+    plan = plan_preemption(w, view, queue=queue, priority=priority, now=now) if preempting else None
+    if plan is not None and plan.volcano_acts:
         gangs = ", ".join(v.gang.name for v in plan.victims)
         return ClusterDecision(
             name, Verdict.PREEMPT, f"evicting {gangs} makes room", plan.assignment, plan
@@ -254,13 +247,52 @@ def admit_in(
         q, k, used, cap = max(over, key=lambda o: o[2] + w.total(o[1]) - o[3])
         short = used + w.total(k) - cap
         reason = (
-            f"queue {q} holds {amount(k, used)} of its {amount(k, cap)} {k} capability and "
-            f"the gang needs {amount(k, w.total(k))}: waits for {amount(k, short)} to be released"
+            f"queue {q} holds {amount_said(k, used)} of its capability of {amount_said(k, cap)} "
+            f"and the gang needs {amount_said(k, w.total(k))}: waits for "
+            f"{amount_said(k, short)} to be released"
         )
     else:
         scope, most = _largest(view, counts, w.within)
-        reason = f"waits for {w.pods} pods of {what} free in {scope}; largest now: {most}"
-    return ClusterDecision(name, Verdict.WAIT, reason, plan=plan)
+        reason = f"waits for {_pods(w.pods)} of {what} free in {scope}; largest now: {most}"
+    why = _no_evictions(w, view, queue, priority, preempting, plan, may_preempt)
+    return ClusterDecision(name, Verdict.WAIT, f"{reason}. {why}", plan=plan)
+
+
+def _pods(n: int) -> str:
+    return f"{n} pod{'' if n == 1 else 's'}"
+
+
+def _no_evictions(
+    w: Workload,
+    view: ClusterView,
+    queue: str,
+    priority: int,
+    preempting: bool,
+    plan: Preemption | None,
+    may_preempt: tuple[str, ...],
+) -> str:
+    """Why no eviction lets a waiting gang start, naming the rule and what would change it."""
+    if not preempting:
+        also = f"; the team's class(es) {', '.join(may_preempt)} may" if may_preempt else ""
+        return (
+            f"Evictions: none — priority class {w.priority_class} may not evict others "
+            f"(preemptionPolicy: Never){also}"
+        )
+    if plan is not None:  # evicting would make room, but Volcano will not act on it
+        return f"Evictions: {plan.note}"
+    if w.carries_topology:
+        preempt = "preempt skips a Job that carries a networkTopology"
+    elif any(p < priority for p in view.running.get(queue, {})):
+        preempt = f"preempt may take queue {queue}'s gangs of priority below {priority}"
+    else:
+        preempt = f"preempt: no gang of priority below {priority} runs in queue {queue}"
+    refusal = reclaim_refusal(w, queue, view)
+    reclaim = (
+        f"reclaim: {refusal}"
+        if refusal
+        else "reclaim may take gangs of other queues over their deserved share"
+    )
+    return f"Evictions considered ({preempt}; {reclaim}): none that Volcano may make frees enough"
 
 
 def _where(a: Assignment) -> str:
@@ -296,9 +328,20 @@ def admit(
         known = ", ".join(sorted(all_views))
         return Decision(w, Verdict.REJECT, (FieldError("cluster", f"no {cluster!r} ({known})"),))
     chosen = [all_views[cluster]] if cluster else list(all_views.values())
+    team = snapshot.teams.get(w.team) if w.team else None
+    may_preempt = tuple(
+        c
+        for c in (team.priority_classes if team else ())
+        if (info := snapshot.priority_classes.get(c)) is not None and info.preempting
+    )
     rows = tuple(
         admit_in(
-            in_cluster(w, v), v, priority=priority, preempting=preempting, now=snapshot.taken_at
+            in_cluster(w, v),
+            v,
+            priority=priority,
+            preempting=preempting,
+            now=snapshot.taken_at,
+            may_preempt=may_preempt,
         )
         for v in chosen
     )

@@ -16,7 +16,9 @@ by a score in [0, 1], the weighted sum of:
 Inside the chosen cluster the domain is :func:`gangway.scheduling.capacity.assign`'s (closest tier
 that holds the whole gang, best fit); :attr:`Placement.topology` is what goes on the Volcano Job:
 ``networkTopology`` — ``hard`` at the tier the workload must stay within, else ``soft`` at the
-tier of the domain that fits now — and the model's node selector for that cluster.
+tier of the domain that fits now, except on a gang that starts only by preempting gangs of its
+own queue (Volcano's preempt action skips a Job with any ``networkTopology``) — and the model's
+node selector for that cluster.
 """
 
 from __future__ import annotations
@@ -28,13 +30,12 @@ from gangway.scheduling.admission import (
     Decision,
     Verdict,
     admit,
-    amount,
     in_cluster,
 )
 from gangway.scheduling.capacity import ClusterView, SnapshotView, view_of
 from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot
 from gangway.scheduling.workload import Workload
-from gangway.units import quota_keys
+from gangway.units import amount_said, quota_keys
 
 __all__ = ["WEIGHTS", "Option", "Placement", "Topology", "place"]
 
@@ -50,6 +51,8 @@ class Topology:
     tier_name: str | None
     hard: bool
     gpu_product: str | None
+    note: str | None = None
+    """Why there is no ``networkTopology`` where one would be preferred."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,10 @@ def _score(w: Workload, view: ClusterView, d: ClusterDecision) -> Option:
     ]
     within = not beyond
     for k, share in beyond[:1]:
-        notes.append(f"beyond queue {queue}'s deserved {k} ({amount(k, share)}): reclaimable")
+        notes.append(
+            f"beyond queue {queue}'s deserved {k} ({amount_said(k, share)}): other queues may "
+            "reclaim what it holds over that"
+        )
     me = view.gangs.get(f"{w.namespace}/{w.name}")
     itself = 1 if me is not None and me.phase == "Pending" and me.queue == queue else 0
     pending = view.pending.get(queue, 0) - itself
@@ -150,13 +156,29 @@ def place(
     return Placement(decision, tuple(options), topology)
 
 
+NO_SOFT_TOPOLOGY = (
+    "no networkTopology: the gang starts only by preempting gangs of its own queue, and "
+    "Volcano's preempt action skips a Job that carries one (even soft)"
+)
+
+
 def _topology(w: Workload, best: Option, state: ClusterState) -> Topology:
-    """What the chosen option writes on the Job (see the module docstring)."""
-    a = best.decision.assignment
+    """What the chosen option writes on the Job (see the module docstring) — no soft
+    ``networkTopology`` on a gang that starts only by preempting within its queue, which
+    Volcano's preempt action would then skip."""
+    d = best.decision
+    a = d.assignment
+    note = None
     if w.within:  # hard: never wider than asked (the chosen domain may be closer still)
         tier: int | None = state.tiers.index(w.within) + 1
     else:  # soft: prefer what fits now
         tier = state.tiers.index(a.tier) + 1 if a and a.tier else None
+        plan = d.preemption
+        preempts = plan is not None and any(v.rule.startswith("preempt") for v in plan.victims)
+        if d.verdict == Verdict.PREEMPT and preempts and tier is not None:
+            tier, note = None, NO_SOFT_TOPOLOGY
     product = state.gpu_products.get(w.gpu_type, w.gpu_type) if w.gpu_type else None
     name = state.tiers[tier - 1] if tier else None
-    return Topology(tier=tier, tier_name=name, hard=w.within is not None, gpu_product=product)
+    return Topology(
+        tier=tier, tier_name=name, hard=w.within is not None, gpu_product=product, note=note
+    )

@@ -1,28 +1,42 @@
 """Which running gangs would make room for a gang that does not fit — and what evicting them
-would cost — following Volcano's rules:
+would cost — following Volcano v1.15.1's rules:
 
-* **preempt** (Volcano's ``preempt`` action, ``priority`` plugin): within the gang's own queue,
-  only gangs of a lower PriorityClass value;
-* **reclaim** (``reclaim`` action, ``capacity`` plugin): from other queues, only while the
-  gang's queue stays within its deserved share, only from a reclaimable queue using more than
-  its deserved share, and never taking a queue below its guarantee;
-* **whole gangs** (``gang`` plugin): a victim is evicted with all its pods, never part of it;
+* **preempt** (the ``preempt`` action, ``priority`` plugin): within the gang's own queue,
+  only gangs of a lower PriorityClass value. The action skips every Job that carries a
+  ``networkTopology``, hard or soft (``preempt.go``: ``job.ContainsNetworkTopology()``,
+  volcano#4374): such a gang gets no same-queue victims.
+* **reclaim** (the ``reclaim`` action, ``capacity`` plugin), from other queues:
+
+  - the gang's queue may reclaim when, on at least one resource the gang requests (cpu,
+    memory, ``nvidia.com/gpu``), its use with the gang stays within its deserved share — the
+    plugin's ``PreemptiveFn`` (``futureUsed.LessEqualPartlyWithDimensionZeroFiltered(deserved,
+    request)``); being over on the others does not stop it. A deserved share is at least the
+    guarantee, and 0 where unset: a queue with neither never reclaims;
+  - a victim's queue must be reclaimable; the victim is taken when its queue sets no deserved
+    share of anything the victim uses (``isImmediateVictim``), or uses more than its deserved
+    share of one of them (``GreaterPartlyWithRelevantDimensions``), its use re-counted after
+    every victim (the plugin's ``allocations``), and never below its own guarantee
+    (``checkGuaranteeConstraint``);
+  - the action has no topology check: a Job with a ``networkTopology`` reclaims.
+* **whole gangs** (``gang`` plugin): Volcano evicts pod by pod — the rendered scheduler config
+  turns the gang plugin's preemptable check off — and the Job's ``PodEvicted → RestartJob``
+  policy then restarts every pod of a victim, so a victim costs its whole gang: the plan counts
+  each victim whole.
 * a class with ``preemptionPolicy: Never`` (``preemptible: false`` in the platform config)
   waits instead of evicting anyone.
 
 Victims are taken lowest priority first, then cheapest (GPU-hours lost since their last
-checkpoint, from lineage when known; an unknown loss after every known one), then the set is
-pruned to what is needed.
-
-Where Volcano differs, the plan says so rather than pretending: its network-topology-aware
-scheduling in ``hard`` mode does not preempt, so a gang that must stay within a tier waits even
-when evicting would make room (:attr:`Preemption.volcano_acts` is False).
+checkpoint, from lineage when known; an unknown loss after every known one), then by name —
+but first those that give back what the gang is short of (its GPU model, or CPU): a victim
+that frees nothing the gang needs would only lower its queue's use, and could stop a useful
+one from being reclaimed (so no verdict depends on the gangs' names). The set is then pruned to
+what is needed.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -37,18 +51,28 @@ from gangway.scheduling.capacity import (
     fit,
     pod_shape,
 )
-from gangway.scheduling.snapshot.cluster_state import Gang
+from gangway.scheduling.snapshot.cluster_state import Gang, QueueState
 from gangway.scheduling.workload import Workload
-from gangway.units import quota_key, quota_keys
+from gangway.units import amount_said, quota_key, quota_keys
 
-__all__ = ["Preemption", "Victim", "lost_gpu_hours", "over_capability", "plan_preemption"]
+__all__ = [
+    "Preemption",
+    "Victim",
+    "deserved_share",
+    "lost_gpu_hours",
+    "over_capability",
+    "plan_preemption",
+    "reclaim_refusal",
+]
 
 VOLCANO_KEYS = ("cpu", "memory", "gpu")
 """What a Volcano Queue counts (``gpu`` is every model together): the reclaim rules see only
 these; per-model keys are Gangway's own capability check."""
-HARD_TOPOLOGY = (
-    "Volcano's network-topology-aware scheduling does not preempt for a gang that must stay "
-    "within a tier (hard mode): it waits, although evicting these would make room"
+NO_PREEMPT_WITH_TOPOLOGY = (
+    "Volcano's preempt action skips a Job that carries a networkTopology (hard or soft; "
+    "volcano#4374), so it will not evict these gangs of its own queue although that would make "
+    "room; it waits — reclaim from other queues, which has no topology check, could not make "
+    "room either"
 )
 
 
@@ -84,27 +108,63 @@ def lost_gpu_hours(gang: Gang, now: datetime) -> float | None:
     return round(gang.per_pod.gpus * gang.pods * hours, 2)
 
 
-def _sources(w: Workload, queue: str, view: ClusterView) -> dict[str, dict[str, int]]:
-    """The queues victims may come from: ``queue`` itself (preempt), and — while ``queue``
-    stays within its deserved share — every reclaimable queue over its deserved share
-    (reclaim), each with the quota keys it is over by."""
-    out: dict[str, dict[str, int]] = {queue: {}}
-    mine = view.state.queues.get(queue)
-    for key in VOLCANO_KEYS:
-        deserved = mine.deserved.get(key) if mine is not None else None
-        if deserved is not None and view.used(queue, key) + w.total(key) > deserved:
-            return out  # reclaim only up to the reclaiming queue's deserved share
+def deserved_share(q: QueueState) -> dict[str, int]:
+    """A queue's deserved share as Volcano's capacity plugin holds it: each of cpu, memory and
+    gpu it sets, raised to its guarantee (``helpers.Max(deserved, guarantee)``); a resource it
+    sets neither of is absent (0)."""
+    out = {}
+    for k in VOLCANO_KEYS:
+        share = max(q.deserved.get(k, 0), q.guarantee.get(k, 0))
+        if share > 0:
+            out[k] = share
+    return out
+
+
+def _asks(total: Callable[[str], int]) -> list[str]:
+    """The resources (of :data:`VOLCANO_KEYS`) an amount requests."""
+    return [k for k in VOLCANO_KEYS if total(k) > 0]
+
+
+def reclaim_refusal(w: Workload, queue: str, view: ClusterView) -> str | None:
+    """Why Volcano's capacity plugin would not let ``queue`` reclaim for ``w`` (its
+    ``PreemptiveFn``), or None when it may: see the module docstring."""
+    q = view.state.queues.get(queue)
+    if q is None:
+        return f"no queue {queue} in {view.name}"
+    share = deserved_share(q)
+    asks = _asks(w.total)
+    if not any(k in share for k in asks):
+        return (
+            f"queue {queue} sets no deserved share (nor guarantee) of {', '.join(asks)}, so "
+            "Volcano never reclaims from other queues for it — give it one to reclaim"
+        )
+    over = []
+    for k in asks:
+        future = view.used(queue, k) + w.total(k)
+        if future <= share.get(k, 0):
+            return None
+        over.append(f"{amount_said(k, future)} > {amount_said(k, share.get(k, 0))}")
+    return (
+        f"queue {queue} may not reclaim from other queues: with this gang it would be over its "
+        f"deserved share of every resource the gang requests ({'; '.join(over)}), and Volcano "
+        "reclaims only for a queue within its share of at least one"
+    )
+
+
+def _sources(
+    w: Workload, queue: str, view: ClusterView, *, preempt: bool = True
+) -> dict[str, dict[str, int]]:
+    """The queues victims may come from, each with its deserved share
+    (:func:`deserved_share`): ``queue`` itself (preempt, unless ``preempt`` is False), and —
+    when ``queue`` may reclaim (:func:`reclaim_refusal`) — every other reclaimable queue that
+    runs gangs (which of their gangs may go is :func:`_rule`'s)."""
+    out: dict[str, dict[str, int]] = {queue: {}} if preempt else {}
+    if reclaim_refusal(w, queue, view) is not None:
+        return out
     for name in view.running:
         q = view.state.queues.get(name)
-        if name == queue or q is None or not q.reclaimable:
-            continue
-        over = {
-            k: view.used(name, k)
-            for k, d in q.deserved.items()
-            if k in VOLCANO_KEYS and view.used(name, k) > d
-        }
-        if over:
-            out[name] = over
+        if name != queue and q is not None and q.reclaimable:
+            out[name] = deserved_share(q)
     return out
 
 
@@ -117,42 +177,55 @@ def _candidates(
     sources: dict[str, dict[str, int]],
 ) -> Iterator[tuple[Gang, str]]:
     """The running gangs that may be evicted for ``w`` (from ``sources``, :func:`_sources`)
-    with their rules: lowest priority first, then cheapest to lose, then by name — produced
-    lazily, one priority level at a time."""
+    with their rules: first those giving back what ``w`` is short of, then the rest; each
+    pass lowest priority first, then cheapest to lose, then by name — produced lazily, one
+    priority level at a time."""
     levels = sorted(
         {p for q in sources for p in view.running.get(q, {}) if q != queue or p < priority}
     )
-    rules: dict[tuple[str, str | None, bool, int], str | None] = {}
+    rules: dict[tuple[str, str | None, bool, bool, bool, int], str | None] = {}
 
     def cost(g: Gang) -> float | None:
         return lost_gpu_hours(g, now)
 
-    for level in levels:
-        lists = [
-            view.ranked(q, level, cost, now)
-            for q in sources
-            if not (q == queue and level >= priority)
-        ]
-        for _, _, g in heapq.merge(*lists, key=lambda r: (r[0], r[1])):
-            key = (g.queue, g.gpu_type, bool(g.per_pod.gpus), g.priority)
-            if key not in rules:
-                rules[key] = _rule(g, queue, priority, sources[g.queue], view)
-            rule = rules[key]
-            if rule and g.placement:
-                yield g, rule
+    for useful in (True, False):
+        for level in levels:
+            lists = [
+                view.ranked(q, level, cost, now)
+                for q in sources
+                if not (q == queue and level >= priority)
+            ]
+            for _, _, g in heapq.merge(*lists, key=lambda r: (r[0], r[1])):
+                if (_amount(g, w) > 0) != useful:
+                    continue
+                p = g.per_pod
+                key = (g.queue, g.gpu_type, bool(p.gpus), bool(p.cpu), bool(p.memory), g.priority)
+                if key not in rules:
+                    rules[key] = _rule(g, queue, priority, sources[g.queue], view)
+                rule = rules[key]
+                if rule and g.placement:
+                    yield g, rule
 
 
 def _rule(
-    g: Gang, queue: str, priority: int, over: dict[str, int], view: ClusterView
+    g: Gang, queue: str, priority: int, share: dict[str, int], view: ClusterView
 ) -> str | None:
-    """Why gangs like ``g`` (its queue, GPU model and priority) may be evicted, or None."""
+    """Why gangs like ``g`` (its queue, GPU model, resources and priority) may be evicted, or
+    None (``share``: its queue's deserved share)."""
     if g.queue == queue:
         return f"preempt: same queue, priority {g.priority} < {priority}"
-    hit = next((k for k in quota_keys(g.gpu_type, g.per_pod.gpus) if k in over), None)
+    relevant = [k for k in _asks(g.total) if k in share]
+    if not relevant:
+        uses = " or ".join(_asks(g.total)) or "anything"
+        return f"reclaim: queue {g.queue} has no deserved share of {uses}"
+    hit = next((k for k in relevant if view.used(g.queue, k) > share[k]), None)
     if hit is None:
         return None
-    limit = view.state.queues[g.queue].deserved[hit]
-    return f"reclaim: queue {g.queue} uses {over[hit]} {hit} > deserved {limit}"
+    used, limit = view.used(g.queue, hit), share[hit]
+    return (
+        f"reclaim: queue {g.queue} uses {amount_said(hit, used)} > deserved "
+        f"{amount_said(hit, limit)}"
+    )
 
 
 def _bound(w: Workload, view: ClusterView, sources: dict[str, dict[str, int]]) -> int:
@@ -187,36 +260,30 @@ def over_capability(
 
 
 def _still_over(view: ClusterView, queue: str, gone: Gone, gang: Gang) -> bool:
-    """``gang``'s queue is still over its deserved share once ``gone`` is (Volcano's reclaim
-    re-checks after every victim: it never takes a queue below its deserved share)."""
+    """``gang`` may still go once ``gone`` is: it is ``queue``'s own (preempt), or its queue
+    sets no deserved share of what it uses, or still uses more than that share of one of them
+    (Volcano's reclaim re-counts after every victim: it never takes a queue below its share)."""
     if gang.queue == queue:
         return True
-    q = view.state.queues[gang.queue]
+    share = deserved_share(view.state.queues[gang.queue])
     taken = gone.get(gang.queue, {})
-    for key in quota_keys(gang.gpu_type, gang.per_pod.gpus):
-        deserved = q.deserved.get(key)
-        if key not in VOLCANO_KEYS or deserved is None:
-            continue
-        if view.used(gang.queue, key) - taken.get(key, 0) > deserved:
-            return True
-    return False
+    relevant = [k for k in _asks(gang.total) if k in share]
+    return not relevant or any(
+        view.used(gang.queue, k) - taken.get(k, 0) > share[k] for k in relevant
+    )
 
 
 def _keeps_guarantee(view: ClusterView, queue: str, gone: Gone, gang: Gang) -> bool:
-    """Reclaiming ``gang`` once ``gone`` is leaves every queue at or above its guarantee (a
-    gang preempted within ``queue`` leaves the queue's usage to the preemptor)."""
+    """Reclaiming ``gang`` once ``gone`` is leaves its queue at or above its guarantee
+    (``checkGuaranteeConstraint``, on the victim's own queue, as the plugin checks it; a gang
+    preempted within ``queue`` leaves the queue's usage to the preemptor)."""
     if gang.queue == queue:
         return True
-    mine = set(view.ancestors(queue))
-    for q in view.ancestors(gang.queue):
-        if q in mine:  # a common parent keeps what moves between its children
-            continue
-        for key, floor in view.state.queues[q].guarantee.items():
-            if key not in VOLCANO_KEYS:
-                continue
-            taken = _gone_below(view, q, key, gone) + gang.total(key)
-            if view.used(q, key) - taken < floor:
-                return False
+    q = gang.queue
+    taken = gone.get(q, {})
+    for key, floor in view.state.queues[q].guarantee.items():
+        if key in VOLCANO_KEYS and view.used(q, key) - taken.get(key, 0) - gang.total(key) < floor:
+            return False
     return True
 
 
@@ -240,12 +307,33 @@ def plan_preemption(
     w: Workload, view: ClusterView, *, queue: str, priority: int, now: datetime
 ) -> Preemption | None:
     """The fewest whole gangs whose eviction lets ``w`` fit in ``view`` (see the module
-    docstring for the rules), or None when no allowed set does."""
+    docstring for the rules), or None when no allowed set does. A gang whose Job carries a
+    ``networkTopology`` gets the plan Volcano would act on (reclaim only); where only
+    preempting would make room, that plan comes back marked as one Volcano will not carry out
+    (:attr:`Preemption.volcano_acts` False, with the reason)."""
+    if not w.carries_topology:
+        return _plan(w, view, queue, priority, now, _sources(w, queue, view))
+    acted = _plan(w, view, queue, priority, now, _sources(w, queue, view, preempt=False))
+    if acted is not None:
+        return acted
+    shown = _plan(w, view, queue, priority, now, _sources(w, queue, view))
+    if shown is None:
+        return None
+    return Preemption(shown.victims, shown.assignment, False, NO_PREEMPT_WITH_TOPOLOGY)
+
+
+def _plan(
+    w: Workload,
+    view: ClusterView,
+    queue: str,
+    priority: int,
+    now: datetime,
+    sources: dict[str, dict[str, int]],
+) -> Preemption | None:
     col, need = (2, w.per_pod.gpus * w.pods) if w.per_pod.gpus else (0, w.per_pod.cpu * w.pods)
     usable = view.ever_mask(w.per_pod, w.gpu_type)
     room = int(view.free[usable, col].sum())
-    sources = _sources(w, queue, view)
-    if room + _bound(w, view, sources) < need:
+    if not sources or room + _bound(w, view, sources) < need:
         return None  # even evicting every candidate would not free enough
     rules: dict[str, str] = {}
     taken: list[Gang] = []
@@ -288,5 +376,4 @@ def plan_preemption(
         else:
             add_request(gone[g.queue], g)
     victims = tuple(Victim(g, rules[g.key], lost_gpu_hours(g, now)) for g in taken)
-    hard = w.within is not None
-    return Preemption(victims, found, volcano_acts=not hard, note=HARD_TOPOLOGY if hard else None)
+    return Preemption(victims, found, volcano_acts=True)

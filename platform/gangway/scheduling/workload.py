@@ -29,6 +29,7 @@ from gangway.errors import (
     validation_errors,
 )
 from gangway.scheduling.snapshot.cluster_state import Amount, requested
+from gangway.units import amount
 
 __all__ = [
     "EXAMPLE_WORKLOAD",
@@ -61,11 +62,19 @@ class Workload:
     max_tier: int | None = None
     """The same by number (1 = closest), as a Job's hard ``networkTopology`` says it when the
     cluster, and so the tiers' names, is not known yet."""
+    soft_topology: bool = False
+    """Its Job already carries a ``soft`` ``networkTopology`` (a preference, not a constraint,
+    but Volcano's preempt action skips the Job all the same)."""
     data_region: str | None = None
     """The region its input data is in (for locality); None: unknown."""
     namespace: str = "default"
     fields: Mapping[str, str] = field(default_factory=dict)
     """Where each attribute came from, for errors (``priority_class`` → ``-p priority-class``)."""
+
+    @property
+    def carries_topology(self) -> bool:
+        """Its Job has a ``networkTopology``, hard or soft: Volcano's preempt action skips it."""
+        return self.within is not None or self.max_tier is not None or self.soft_topology
 
     def path_of(self, name: str) -> str:
         """The field path to name in an error about attribute ``name``."""
@@ -79,9 +88,8 @@ class Workload:
     def shape(self) -> str:
         """``4 pods × 8 H100, 32 CPU, 256Gi``."""
         gpus = f"{self.per_pod.gpus} {self.gpu_type or 'GPU'}" if self.per_pod.gpus else "no GPU"
-        cpu = self.per_pod.cpu / 1000
-        mem = self.per_pod.memory / 2**30
-        return f"{self.pods} pod(s) × {gpus}, {cpu:g} CPU, {mem:g}Gi"
+        cpu, mem = amount("cpu", self.per_pod.cpu), amount("memory", self.per_pod.memory)
+        return f"{self.pods} pod{'' if self.pods == 1 else 's'} × {gpus}, {cpu} CPU, {mem}"
 
 
 class WorkloadSpec(BaseModel):
@@ -215,6 +223,7 @@ def workload_of_job(
         gpu_type=gpu_type,
         within=within,
         max_tier=max_tier,
+        soft_topology=d.soft_topology,
         namespace=d.namespace or "default",
         fields=dict(fields or {}),
     )

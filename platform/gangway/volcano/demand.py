@@ -35,6 +35,8 @@ class JobDemand:
     highest_tier: int | None
     """``networkTopology.highestTierAllowed`` in ``hard`` mode (Volcano's default); a ``soft``
     tier is a preference, not a constraint, and is left out."""
+    soft_topology: bool
+    """The Job has a ``soft`` ``networkTopology`` (see :attr:`highest_tier` for ``hard``)."""
     namespace: str | None
 
 
@@ -86,6 +88,7 @@ def job_demand(job: Mapping[str, Any]) -> JobDemand:
         highest_tier=_int(topology.get("highestTierAllowed"))
         if topology.get("mode", "hard") == "hard"
         else None,
+        soft_topology=bool(topology) and topology.get("mode", "hard") != "hard",
         namespace=(job.get("metadata") or {}).get("namespace"),
     )
 

@@ -39,8 +39,8 @@ def test_explain_a_gang_that_waits_shows_the_evictions_volcano_would_make() -> N
                    "example", "--gpu-type", "H100")  # fmt: skip
     assert "train: wait" in more.stdout
     # research holds 40 of its 64 H100; its parent frontier 48 of 64: the larger shortfall.
-    assert "queue frontier holds 48 of its 64 gpu/H100 capability" in more.stdout
-    assert "waits for 16 to be released" in more.stdout
+    assert "queue frontier holds 48 H100 GPUs of its capability of 64 H100 GPUs" in more.stdout
+    assert "waits for 16 H100 GPUs to be released" in more.stdout
     assert "once admitted, on us-east" in more.stdout
 
 
@@ -232,7 +232,7 @@ def test_a_placed_pipeline_reads_back_as_it_was_placed(tmp_path: Path) -> None:
     placed.write_text(yaml.safe_dump(template))
     again = gangway("explain", str(placed), *GPUS, "--snapshot", "example")
     assert again.returncode == 0, again.stderr
-    assert "train: admit — 2 pod(s) × 8 H100" in again.stdout
+    assert "train: admit — 2 pods × 8 H100" in again.stdout
     assert "within one rack (tier 1, hard" in again.stdout
     three = gangway("explain", str(placed), "-p", "nodes=3", "-p", "gpus-per-node=8",
                     "--snapshot", "example")  # fmt: skip
@@ -303,7 +303,7 @@ def test_explain_a_workload_file_as_tables_and_as_json() -> None:
     assert sum(fits["nodes"].values()) == 2 and fits["victims"] == []
     assert fits["topology"] == {
         "highest_tier_allowed": 1, "tier": "rack", "mode": "hard",
-        "gpu_product": "NVIDIA-H100-80GB-HBM3",
+        "gpu_product": "NVIDIA-H100-80GB-HBM3", "note": None,
     }  # fmt: skip
     assert [c["cluster"] for c in fits["clusters"]] == ["us-east", "eu-west"]
     assert fits["clusters"][1] | {"factors": None} == {

@@ -173,7 +173,7 @@ CASES = [
         lambda: cluster(capability={"gpu/H100": 16})[0].build(),
         gang(3),
         Verdict.REJECT,
-        ["needs 24 gpu/H100, more than queue research's capability (16)"],
+        ["needs 24 H100 GPUs, more than queue research's capability (16 H100 GPUs)"],
     ),
     Case(
         "wait-names-what-is-missing",
@@ -187,14 +187,17 @@ CASES = [
         _fragmented,
         gang(1),
         Verdict.WAIT,
-        ["waits for 1 pods of 8 × H100 free in the cluster; largest now: 0"],
+        ["waits for 1 pod of 8 × H100 free in the cluster; largest now: 0"],
     ),
     Case(
         "wait-for-queue-capability",
         lambda: _cap_full(),
         gang(1),
         Verdict.WAIT,
-        ["queue research holds 16 of its 16 gpu/H100 capability and the gang needs 8: waits for 8"],
+        [
+            "queue research holds 16 H100 GPUs of its capability of 16 H100 GPUs and the gang "
+            "needs 8 H100 GPUs: waits for 8 H100 GPUs to be released"
+        ],
     ),
     Case(
         "preempt-lowest-priority-whole-gang",
@@ -208,7 +211,7 @@ CASES = [
         _high_gang_in_queue,
         gang(1, priority_class="high"),
         Verdict.WAIT,
-        ["waits for 1 pods of 8 × H100 free in the cluster; largest now: 0"],
+        ["waits for 1 pod of 8 × H100 free in the cluster; largest now: 0"],
     ),
     Case(
         "reclaim-from-a-queue-over-its-deserved-share",
@@ -279,14 +282,15 @@ def test_a_non_preempting_class_waits_instead_of_evicting() -> None:
 
 
 def test_hard_topology_waits_where_volcano_would_not_preempt() -> None:
-    """Volcano's network-topology-aware scheduling (hard mode) does not preempt: the plan is
-    shown, the verdict stays wait."""
+    """Volcano's preempt action skips a Job with a networkTopology: the plan is shown, marked
+    as one Volcano will not make, and the verdict stays wait."""
     b, c = cluster(racks=1, per_rack=2)
     c.running("low", queue="research", pods=2, priority_class="low")
     d = admit(gang(2, priority_class="high", within="rack"), b.build())
     assert d.verdict == Verdict.WAIT
     plan = d.clusters[0].preemption
-    assert plan is not None and not plan.volcano_acts and "does not preempt" in (plan.note or "")
+    assert plan is not None and not plan.volcano_acts and "skips a Job" in (plan.note or "")
+    assert "Evictions: Volcano's preempt action skips a Job" in d.reason
 
 
 def test_unknown_checkpoint_time_makes_the_cost_unknown() -> None:
@@ -332,7 +336,7 @@ def test_deserved_is_judged_per_gpu_model_too() -> None:
     b, _ = cluster(racks=1, per_rack=4, deserved={"gpu": 64, "gpu/H100": 8})
     o = place(gang(2), b.build()).options[0]
     assert o.factors["deserved"] == 0.0
-    assert any("beyond queue research's deserved gpu/H100 (8)" in n for n in o.notes)
+    assert any("beyond queue research's deserved gpu/H100 (8 H100 GPUs)" in n for n in o.notes)
 
 
 def test_reclaim_stops_at_the_victim_queue_deserved_share() -> None:
