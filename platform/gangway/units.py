@@ -22,6 +22,7 @@ __all__ = [
     "RDMA_RESOURCES",
     "RDMA_RESOURCE_NAMES",
     "RDMA_RESOURCE_PREFIXES",
+    "VOLCANO_KEYS",
     "amount",
     "amount_said",
     "is_rdma_resource",
@@ -36,6 +37,9 @@ __all__ = [
     "resource_list",
 ]
 
+VOLCANO_KEYS = ("cpu", "memory", "gpu")
+"""What a Volcano Queue counts (``gpu`` is every model together): the reclaim rules see only
+these; per-model keys are Gangway's own capability check."""
 GPU_RESOURCE = "nvidia.com/gpu"
 """The extended resource of an NVIDIA GPU (the device plugin's name), counted in devices."""
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -16,6 +16,7 @@ from gangway.scheduling.pending import GangWhy
 from gangway.scheduling.placement import WEIGHTS, Placement
 from gangway.scheduling.snapshot.cluster_state import ClusterState, Snapshot
 from gangway.units import amount
+from gangway.volcano.job import POD_EVICTED, RESTART_JOB
 
 __all__ = [
     "placement_record",
@@ -195,7 +196,7 @@ def _evictions(cluster: str, plan: object) -> Table:
     cost = "unknown" if plan.cost is None else f"{plan.cost:.1f} GPU-h"
     title = (
         f"would evict on {cluster} (lost work {cost}; Volcano evicts pod by pod and each "
-        "victim's Job then restarts all its pods: PodEvicted → RestartJob)"
+        f"victim's Job then restarts all its pods: {POD_EVICTED} → {RESTART_JOB})"
         if plan.volcano_acts
         else f"evicting these on {cluster} would make room, but Volcano will not (see the note)"
     )

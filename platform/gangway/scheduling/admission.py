@@ -20,7 +20,7 @@ reject). :func:`gangway.scheduling.placement.place` ranks the clusters that shar
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import IntEnum
@@ -42,6 +42,7 @@ from gangway.scheduling.preemption import (
     over_capability,
     plan_preemption,
     reclaim_refusal,
+    unacted_preemption,
 )
 from gangway.scheduling.snapshot.cluster_state import Snapshot
 from gangway.scheduling.workload import Workload
@@ -78,14 +79,18 @@ class ClusterDecision:
     verdict: Verdict
     reason: str
     assignment: Assignment | None = None
-    plan: Preemption | None = None
-    """The evictions that would make room — also on a *wait*, where Volcano will not make them
-    (:attr:`Preemption.volcano_acts` False, with the reason)."""
+    plan: Preemption | Callable[[], Preemption | None] | None = None
+    """The evictions that would make room — also on a *wait* where Volcano will not make them
+    (:attr:`Preemption.volcano_acts` False): those cannot change the verdict, so they are
+    worked out when first asked for."""
 
     @property
     def preemption(self) -> Preemption | None:
-        """The evictions (see :mod:`gangway.scheduling.preemption`)."""
-        return self.plan
+        """The evictions (see :mod:`gangway.scheduling.preemption`); one Volcano will not make
+        is worked out on first reading, over the cluster as it is then."""
+        if callable(self.plan):
+            object.__setattr__(self, "plan", self.plan())
+        return self.plan  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -238,7 +243,7 @@ def admit_in(
         return ClusterDecision(name, Verdict.ADMIT, _where(placed), assignment=placed)
 
     plan = plan_preemption(w, view, queue=queue, priority=priority, now=now) if preempting else None
-    if plan is not None and plan.volcano_acts:
+    if plan is not None:
         gangs = ", ".join(v.gang.name for v in plan.victims)
         return ClusterDecision(
             name, Verdict.PREEMPT, f"evicting {gangs} makes room", plan.assignment, plan
@@ -254,8 +259,14 @@ def admit_in(
     else:
         scope, most = _largest(view, counts, w.within)
         reason = f"waits for {_pods(w.pods)} of {what} free in {scope}; largest now: {most}"
-    why = _no_evictions(w, view, queue, priority, preempting, plan, may_preempt)
-    return ClusterDecision(name, Verdict.WAIT, f"{reason}. {why}", plan=plan)
+    why = _no_evictions(w, view, queue, priority, preempting, may_preempt)
+    unacted: Callable[[], Preemption | None] | None = None
+    if preempting and w.carries_topology:
+
+        def unacted() -> Preemption | None:
+            return unacted_preemption(w, view, queue=queue, priority=priority, now=now)
+
+    return ClusterDecision(name, Verdict.WAIT, f"{reason}. {why}", plan=unacted)
 
 
 def _pods(n: int) -> str:
@@ -268,7 +279,6 @@ def _no_evictions(
     queue: str,
     priority: int,
     preempting: bool,
-    plan: Preemption | None,
     may_preempt: tuple[str, ...],
 ) -> str:
     """Why no eviction lets a waiting gang start, naming the rule and what would change it."""
@@ -278,10 +288,8 @@ def _no_evictions(
             f"Evictions: none — priority class {w.priority_class} may not evict others "
             f"(preemptionPolicy: Never){also}"
         )
-    if plan is not None:  # evicting would make room, but Volcano will not act on it
-        return f"Evictions: {plan.note}"
     if w.carries_topology:
-        preempt = "preempt skips a Job that carries a networkTopology"
+        preempt = "preempt skips a Job that carries a networkTopology (volcano#4374)"
     elif any(p < priority for p in view.running.get(queue, {})):
         preempt = f"preempt may take queue {queue}'s gangs of priority below {priority}"
     else:

@@ -28,8 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from gangway.scheduling.packing import LOSS_STEP, MILLI, Nodes, Packer, Profile, Shape
-from gangway.scheduling.snapshot.cluster_state import Amount, ClusterState, Gang, Snapshot
-from gangway.units import quota_keys
+from gangway.scheduling.snapshot.cluster_state import (
+    Amount,
+    ClusterState,
+    Gang,
+    QueueState,
+    Snapshot,
+)
+from gangway.units import VOLCANO_KEYS, quota_keys
 
 __all__ = [
     "Assignment",
@@ -37,6 +43,7 @@ __all__ = [
     "SnapshotView",
     "add_request",
     "assign",
+    "deserved_share",
     "fit",
     "pod_shape",
     "view_of",
@@ -64,6 +71,18 @@ def add_request(into: dict[str, int], gang: Gang, sign: int = 1) -> None:
     """Add (``sign`` −1: take away) what ``gang`` requests, key by key, to ``into``."""
     for key in quota_keys(gang.gpu_type, gang.per_pod.gpus):
         into[key] = into.get(key, 0) + sign * gang.total(key)
+
+
+def deserved_share(q: QueueState) -> dict[str, int]:
+    """A queue's deserved share as Volcano's capacity plugin holds it: each of cpu, memory and
+    gpu it sets, raised to its guarantee (``helpers.Max(deserved, guarantee)``); a resource it
+    sets neither of is absent (0)."""
+    out = {}
+    for k in VOLCANO_KEYS:
+        share = max(q.deserved.get(k, 0), q.guarantee.get(k, 0))
+        if share > 0:
+            out[k] = share
+    return out
 
 
 @dataclass
@@ -102,6 +121,7 @@ class ClusterView:
     _caps: dict[tuple[str, tuple[str, ...]], list[tuple[str, str, int]]] = field(
         default_factory=dict
     )
+    _deserved: dict[str, dict[str, int]] = field(default_factory=dict)
     _masks: dict[tuple[int, int, int, str | None], npt.NDArray[np.bool_]] = field(
         default_factory=dict
     )
@@ -138,6 +158,14 @@ class ClusterView:
         hit = self._tree.get(queue)
         if hit is None:
             hit = self._tree[queue] = (self.state.ancestors(queue), self.state.subtree(queue))
+        return hit
+
+    def deserved(self, queue: str) -> dict[str, int]:
+        """``queue``'s deserved share as Volcano's capacity plugin holds it
+        (:func:`deserved_share`; cached: quotas do not change)."""
+        hit = self._deserved.get(queue)
+        if hit is None:
+            hit = self._deserved[queue] = deserved_share(self.state.queues[queue])
         return hit
 
     def capabilities(self, queue: str, keys: tuple[str, ...]) -> list[tuple[str, str, int]]:
@@ -318,11 +346,20 @@ class ClusterView:
 
 
 def fit(
-    view: ClusterView, per_pod: Amount, gpu_type: str | None, *, free: Ints | None = None
+    view: ClusterView,
+    per_pod: Amount,
+    gpu_type: str | None,
+    *,
+    free: Ints | None = None,
+    rows: Ints | None = None,
 ) -> Ints:
     """How many pods of shape ``per_pod`` each node can take now (``free``, default the
-    view's) — only nodes of ``gpu_type`` when the pod wants GPUs of a given type."""
+    view's) — only nodes of ``gpu_type`` when the pod wants GPUs of a given type; ``rows``:
+    only those nodes, in that order."""
     room = view.free if free is None else free
+    codes = view.gpu_type
+    if rows is not None:
+        room, codes = room[rows], codes[rows]
     counts: Ints | None = None
     for col, want in enumerate((per_pod.cpu, per_pod.memory, per_pod.gpus)):
         if want > 0:
@@ -332,7 +369,7 @@ def fit(
         counts = np.full(len(room), UNLIMITED, dtype=np.int64)
     if per_pod.gpus and gpu_type is not None:
         code = view.types.get(gpu_type)
-        counts = np.where(view.gpu_type == code, counts, 0) if code is not None else counts * 0
+        counts = np.where(codes == code, counts, 0) if code is not None else counts * 0
     return counts
 
 

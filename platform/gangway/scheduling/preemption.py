@@ -48,26 +48,24 @@ from gangway.scheduling.capacity import (
     Ints,
     add_request,
     assign,
+    deserved_share,
     fit,
     pod_shape,
 )
-from gangway.scheduling.snapshot.cluster_state import Gang, QueueState
+from gangway.scheduling.snapshot.cluster_state import Gang
 from gangway.scheduling.workload import Workload
-from gangway.units import amount_said, quota_key, quota_keys
+from gangway.units import VOLCANO_KEYS, amount_said, quota_key, quota_keys
 
 __all__ = [
     "Preemption",
     "Victim",
-    "deserved_share",
     "lost_gpu_hours",
     "over_capability",
     "plan_preemption",
     "reclaim_refusal",
+    "unacted_preemption",
 ]
 
-VOLCANO_KEYS = ("cpu", "memory", "gpu")
-"""What a Volcano Queue counts (``gpu`` is every model together): the reclaim rules see only
-these; per-model keys are Gangway's own capability check."""
 NO_PREEMPT_WITH_TOPOLOGY = (
     "Volcano's preempt action skips a Job that carries a networkTopology (hard or soft; "
     "volcano#4374), so it will not evict these gangs of its own queue although that would make "
@@ -106,18 +104,6 @@ def lost_gpu_hours(gang: Gang, now: datetime) -> float | None:
         return None
     hours = max((now - since).total_seconds(), 0.0) / 3600
     return round(gang.per_pod.gpus * gang.pods * hours, 2)
-
-
-def deserved_share(q: QueueState) -> dict[str, int]:
-    """A queue's deserved share as Volcano's capacity plugin holds it: each of cpu, memory and
-    gpu it sets, raised to its guarantee (``helpers.Max(deserved, guarantee)``); a resource it
-    sets neither of is absent (0)."""
-    out = {}
-    for k in VOLCANO_KEYS:
-        share = max(q.deserved.get(k, 0), q.guarantee.get(k, 0))
-        if share > 0:
-            out[k] = share
-    return out
 
 
 def _asks(total: Callable[[str], int]) -> list[str]:
@@ -164,7 +150,7 @@ def _sources(
     for name in view.running:
         q = view.state.queues.get(name)
         if name != queue and q is not None and q.reclaimable:
-            out[name] = deserved_share(q)
+            out[name] = view.deserved(name)
     return out
 
 
@@ -188,23 +174,28 @@ def _candidates(
     def cost(g: Gang) -> float | None:
         return lost_gpu_hours(g, now)
 
-    for useful in (True, False):
-        for level in levels:
-            lists = [
-                view.ranked(q, level, cost, now)
-                for q in sources
-                if not (q == queue and level >= priority)
-            ]
-            for _, _, g in heapq.merge(*lists, key=lambda r: (r[0], r[1])):
-                if (_amount(g, w) > 0) != useful:
-                    continue
-                p = g.per_pod
-                key = (g.queue, g.gpu_type, bool(p.gpus), bool(p.cpu), bool(p.memory), g.priority)
-                if key not in rules:
-                    rules[key] = _rule(g, queue, priority, sources[g.queue], view)
-                rule = rules[key]
-                if rule and g.placement:
-                    yield g, rule
+    def allowed(g: Gang) -> str | None:
+        p = g.per_pod
+        key = (g.queue, g.gpu_type, bool(p.gpus), bool(p.cpu), bool(p.memory), g.priority)
+        if key not in rules:
+            rules[key] = _rule(g, queue, priority, sources[g.queue], view)
+        return rules[key] if g.placement else None
+
+    later: list[Gang] = []  # allowed, but freeing nothing the gang is short of
+    for level in levels:
+        lists = [
+            view.ranked(q, level, cost, now)
+            for q in sources
+            if not (q == queue and level >= priority)
+        ]
+        for _, _, g in heapq.merge(*lists, key=lambda r: (r[0], r[1])):
+            if _amount(g, w) <= 0:
+                later.append(g)
+            elif rule := allowed(g):
+                yield g, rule
+    for g in later:
+        if rule := allowed(g):
+            yield g, rule
 
 
 def _rule(
@@ -265,7 +256,7 @@ def _still_over(view: ClusterView, queue: str, gone: Gone, gang: Gang) -> bool:
     (Volcano's reclaim re-counts after every victim: it never takes a queue below its share)."""
     if gang.queue == queue:
         return True
-    share = deserved_share(view.state.queues[gang.queue])
+    share = view.deserved(gang.queue)
     taken = gone.get(gang.queue, {})
     relevant = [k for k in _asks(gang.total) if k in share]
     return not relevant or any(
@@ -306,16 +297,20 @@ def _amount(g: Gang, w: Workload) -> int:
 def plan_preemption(
     w: Workload, view: ClusterView, *, queue: str, priority: int, now: datetime
 ) -> Preemption | None:
-    """The fewest whole gangs whose eviction lets ``w`` fit in ``view`` (see the module
-    docstring for the rules), or None when no allowed set does. A gang whose Job carries a
-    ``networkTopology`` gets the plan Volcano would act on (reclaim only); where only
-    preempting would make room, that plan comes back marked as one Volcano will not carry out
-    (:attr:`Preemption.volcano_acts` False, with the reason)."""
-    if not w.carries_topology:
-        return _plan(w, view, queue, priority, now, _sources(w, queue, view))
-    acted = _plan(w, view, queue, priority, now, _sources(w, queue, view, preempt=False))
-    if acted is not None:
-        return acted
+    """The fewest whole gangs Volcano would evict to let ``w`` fit in ``view`` (see the module
+    docstring for the rules), or None when no set it may evict does. A gang whose Job carries
+    a ``networkTopology`` gets victims by reclaim only (:func:`unacted_preemption` says what
+    preempting within its queue would have done)."""
+    sources = _sources(w, queue, view, preempt=not w.carries_topology)
+    return _plan(w, view, queue, priority, now, sources)
+
+
+def unacted_preemption(
+    w: Workload, view: ClusterView, *, queue: str, priority: int, now: datetime
+) -> Preemption | None:
+    """For a gang whose Job carries a ``networkTopology`` and for which Volcano will evict
+    nobody: the evictions that would make room if the preempt action did not skip it —
+    :attr:`Preemption.volcano_acts` False, with the reason — or None."""
     shown = _plan(w, view, queue, priority, now, _sources(w, queue, view))
     if shown is None:
         return None
@@ -339,7 +334,9 @@ def _plan(
     taken: list[Gang] = []
     found = None
     free = view.free.copy()
-    check_at = need  # full checks at room ≥ need, then each time room grows by half again
+    slots = fit(view, w.per_pod, w.gpu_type, free=free)
+    total = int(slots.sum())  # pods of the gang's shape the nodes could take, anywhere
+    check_at = w.pods  # the full check once that many fit; after a miss, half a gang more
     gone: Gone = {}
     for g, rule in _candidates(w, queue, priority, view, now, sources):
         if not _still_over(view, queue, gone, g) or not _keeps_guarantee(view, queue, gone, g):
@@ -349,12 +346,16 @@ def _plan(
         rules[g.key] = rule
         view.give_back(free, g)
         room += _amount(g, w)
-        if room < check_at:
-            continue  # not enough freed yet, wherever it lands: skip the full check
+        rows = view.rows(g)[0]
+        now_there = fit(view, w.per_pod, w.gpu_type, free=free, rows=rows)
+        total += int(now_there.sum() - slots[rows].sum())
+        slots[rows] = now_there
+        if total < check_at:
+            continue  # too few pod slots yet, wherever they are: skip the full check
         found = _fits(w, view, queue, gone, free)
         if found:
             break
-        check_at = room + max(need // 2, 1)
+        check_at = total + max(w.pods // 2, 1)
     if found is None:
         found = _fits(w, view, queue, gone, free) if taken and room >= need else None
     if found is None:

@@ -29,6 +29,7 @@ __all__ = [
     "JOB_KIND",
     "JOB_OUTPUTS",
     "JOB_RESOURCE",
+    "POD_EVICTED",
     "RESTART_JOB",
     "SUCCESS_CONDITION",
     "TERMINATED",
@@ -66,6 +67,7 @@ JOB_OUTPUTS = {
 """What a step reports from its Job once it finishes: output name → jsonPath."""
 Event = Literal["PodEvicted", "PodFailed", "PodPending", "TaskCompleted", "JobUnknown", "*"]
 Action = Literal["RestartJob", "AbortJob", "CompleteJob", "TerminateJob", "RestartTask"]
+POD_EVICTED: Event = "PodEvicted"
 RESTART_JOB: Action = "RestartJob"
 ABORT_JOB: Action = "AbortJob"
 COMPLETE_JOB: Action = "CompleteJob"
@@ -251,7 +253,7 @@ def pytorch_job(
         policies=[
             # A permanent error (exit 1) cannot be fixed by restarting the gang.
             LifecyclePolicy(exit_code=1, action=ABORT_JOB),
-            LifecyclePolicy(event="PodEvicted", action=RESTART_JOB),
+            LifecyclePolicy(event=POD_EVICTED, action=RESTART_JOB),
             LifecyclePolicy(event="PodFailed", action=RESTART_JOB),
         ],
         tasks=[

@@ -290,7 +290,7 @@ def test_hard_topology_waits_where_volcano_would_not_preempt() -> None:
     assert d.verdict == Verdict.WAIT
     plan = d.clusters[0].preemption
     assert plan is not None and not plan.volcano_acts and "skips a Job" in (plan.note or "")
-    assert "Evictions: Volcano's preempt action skips a Job" in d.reason
+    assert "preempt skips a Job that carries a networkTopology" in d.reason
 
 
 def test_unknown_checkpoint_time_makes_the_cost_unknown() -> None:
