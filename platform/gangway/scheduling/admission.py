@@ -220,6 +220,13 @@ def admit_in(
     )
     if queue not in state.queues:
         return ClusterDecision(name, Verdict.REJECT, f"no queue {queue} in {name}")
+    children = sorted(n for n, q in state.queues.items() if q.parent == queue)
+    if children:
+        reason = (
+            f"queue {queue} has child queues ({', '.join(children)}): with hierarchical queues "
+            "Volcano's capacity plugin runs jobs only in leaf queues — submit to one of them"
+        )
+        return ClusterDecision(name, Verdict.REJECT, reason)
     if w.gpu_type and w.per_pod.gpus and not view.has_type(w.gpu_type):
         return ClusterDecision(name, Verdict.REJECT, f"no {w.gpu_type} nodes in {name}")
     if w.within and w.within not in state.tiers:

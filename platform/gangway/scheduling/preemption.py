@@ -154,6 +154,11 @@ def _sources(
     return out
 
 
+ROOM_FIRST_SCAN = 128
+"""How many candidates of one priority level the node-by-node order reads ahead (beyond, it
+takes them as they come): it bounds the retry's cost on a busy fleet."""
+
+
 def _candidates(
     w: Workload,
     queue: str,
@@ -161,11 +166,14 @@ def _candidates(
     view: ClusterView,
     now: datetime,
     sources: dict[str, dict[str, int]],
+    free: Ints | None = None,
 ) -> Iterator[tuple[Gang, str]]:
     """The running gangs that may be evicted for ``w`` (from ``sources``, :func:`_sources`)
     with their rules: first those giving back what ``w`` is short of, then the rest; each
     pass lowest priority first, then cheapest to lose, then by name — produced lazily, one
-    priority level at a time."""
+    priority level at a time. With ``free`` (the nodes as the plan has them, read as it
+    evicts), each level gives first the gangs whose eviction alone makes room for another pod
+    of ``w`` on their nodes, as Volcano evicts node by node only where that makes the pod fit."""
     levels = sorted(
         {p for q in sources for p in view.running.get(q, {}) if q != queue or p < priority}
     )
@@ -181,6 +189,16 @@ def _candidates(
             rules[key] = _rule(g, queue, priority, sources[g.queue], view)
         return rules[key] if g.placement else None
 
+    def makes_room(g: Gang) -> bool:
+        assert free is not None
+        rows, amounts = view.rows(g)
+        kept = free[rows]
+        before = fit(view, w.per_pod, w.gpu_type, free=free, rows=rows)
+        free[rows] = np.minimum(kept + amounts, view.allocatable[rows])  # as if evicted
+        after = fit(view, w.per_pod, w.gpu_type, free=free, rows=rows)
+        free[rows] = kept
+        return bool((after > before).any())
+
     later: list[Gang] = []  # allowed, but freeing nothing the gang is short of
     for level in levels:
         lists = [
@@ -188,11 +206,21 @@ def _candidates(
             for q in sources
             if not (q == queue and level >= priority)
         ]
-        for _, _, g in heapq.merge(*lists, key=lambda r: (r[0], r[1])):
+        waiting: list[Gang] = []  # useful, but not alone: after those that are
+        for n, (_, _, g) in enumerate(heapq.merge(*lists, key=lambda r: (r[0], r[1]))):
             if _amount(g, w) <= 0:
                 later.append(g)
+            elif free is not None and n < ROOM_FIRST_SCAN and not makes_room(g):
+                waiting.append(g)
             elif rule := allowed(g):
                 yield g, rule
+        while waiting:
+            now_useful = [g for g in waiting if makes_room(g)] or waiting
+            for g in now_useful:
+                if rule := allowed(g):
+                    yield g, rule
+            done = {g.key for g in now_useful}
+            waiting = [g for g in waiting if g.key not in done]
     for g in later:
         if rule := allowed(g):
             yield g, rule
@@ -239,9 +267,13 @@ def over_capability(
 ) -> list[tuple[str, str, int, int]]:
     """``(queue, key, used, capability)`` for each queue (``queue`` and its parents) whose
     capability ``w`` would exceed once ``gone`` is (``empty``: with nothing else running —
-    whether it can ever be admitted)."""
+    whether it can ever be admitted). Only what the gang requests is checked, as the capacity
+    plugin checks it (``LessEqualWithDimensionAndResourcesName`` over the request's
+    dimensions): a CPU-only gang is not held back by a queue over its memory capability."""
     out = []
     for q, key, cap in view.capabilities(queue, quota_keys(w.gpu_type, w.per_pod.gpus)):
+        if w.total(key) <= 0:
+            continue
         used = 0 if empty else view.used(q, key)
         if gone:
             used -= _gone_below(view, q, key, gone)
@@ -302,7 +334,10 @@ def plan_preemption(
     a ``networkTopology`` gets victims by reclaim only (:func:`unacted_preemption` says what
     preempting within its queue would have done)."""
     sources = _sources(w, queue, view, preempt=not w.carries_topology)
-    return _plan(w, view, queue, priority, now, sources)
+    plan, blocked = _plan(w, view, queue, priority, now, sources)
+    if plan is None and blocked:  # a victim taken earlier may have used up a queue's excess
+        plan, _ = _plan(w, view, queue, priority, now, sources, room_first=True)
+    return plan
 
 
 def unacted_preemption(
@@ -311,7 +346,7 @@ def unacted_preemption(
     """For a gang whose Job carries a ``networkTopology`` and for which Volcano will evict
     nobody: the evictions that would make room if the preempt action did not skip it —
     :attr:`Preemption.volcano_acts` False, with the reason — or None."""
-    shown = _plan(w, view, queue, priority, now, _sources(w, queue, view))
+    shown, _ = _plan(w, view, queue, priority, now, _sources(w, queue, view))
     if shown is None:
         return None
     return Preemption(shown.victims, shown.assignment, False, NO_PREEMPT_WITH_TOPOLOGY)
@@ -324,12 +359,19 @@ def _plan(
     priority: int,
     now: datetime,
     sources: dict[str, dict[str, int]],
-) -> Preemption | None:
+    *,
+    room_first: bool = False,
+) -> tuple[Preemption | None, bool]:
+    """The plan (see :func:`plan_preemption`) and whether a candidate was refused because
+    victims taken before it brought its queue down to its deserved share or guarantee — then
+    another order (``room_first``: victims that make room on their nodes first, as Volcano
+    evicts node by node) may find one where this did not. The first order is the cheap one;
+    on a busy fleet the other reads every candidate of a priority level."""
     col, need = (2, w.per_pod.gpus * w.pods) if w.per_pod.gpus else (0, w.per_pod.cpu * w.pods)
     usable = view.ever_mask(w.per_pod, w.gpu_type)
     room = int(view.free[usable, col].sum())
     if not sources or room + _bound(w, view, sources) < need:
-        return None  # even evicting every candidate would not free enough
+        return None, False  # even evicting every candidate would not free enough
     rules: dict[str, str] = {}
     taken: list[Gang] = []
     found = None
@@ -338,8 +380,11 @@ def _plan(
     total = int(slots.sum())  # pods of the gang's shape the nodes could take, anywhere
     check_at = w.pods  # the full check once that many fit; after a miss, half a gang more
     gone: Gone = {}
-    for g, rule in _candidates(w, queue, priority, view, now, sources):
+    blocked = False
+    order = _candidates(w, queue, priority, view, now, sources, free if room_first else None)
+    for g, rule in order:
         if not _still_over(view, queue, gone, g) or not _keeps_guarantee(view, queue, gone, g):
+            blocked = blocked or g.queue in gone
             continue
         taken.append(g)
         add_request(gone.setdefault(g.queue, {}), g)
@@ -359,7 +404,7 @@ def _plan(
     if found is None:
         found = _fits(w, view, queue, gone, free) if taken and room >= need else None
     if found is None:
-        return None
+        return None, blocked
     for g in reversed(list(taken)):  # keep only what is needed
         if len(taken) == 1 or room - _amount(g, w) < need:
             continue
@@ -377,4 +422,4 @@ def _plan(
         else:
             add_request(gone[g.queue], g)
     victims = tuple(Victim(g, rules[g.key], lost_gpu_hours(g, now)) for g in taken)
-    return Preemption(victims, found, volcano_acts=True)
+    return Preemption(victims, found, volcano_acts=True), blocked

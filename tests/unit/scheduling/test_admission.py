@@ -404,3 +404,27 @@ def test_gangs_of_the_same_name_in_two_namespaces_are_two_gangs() -> None:
     plan = d.clusters[0].preemption
     assert d.verdict == Verdict.PREEMPT and plan is not None
     assert sorted(v.gang.key for v in plan.victims) == ["team-a/train", "team-b/train"]
+
+
+@pytest.mark.parametrize(
+    ("cpu_only", "with_gpu"),
+    [("a-cpu", "b-gpu"), ("b-cpu", "a-gpu")],
+    ids=["cpu-first", "gpu-first"],
+)
+def test_a_verdict_does_not_depend_on_the_victims_names(cpu_only: str, with_gpu: str) -> None:
+    """evals (deserved 16 GPUs, 16 cores) holds 16 GPUs and 24 cores: over its share by the
+    CPU-only gang's 8 cores. Evicting that one first would bring it within its share and forbid
+    the GPU gang — the only victim that frees what the gang lacks — and the verdict would be
+    wait. Named either way, the GPU gang is the victim."""
+    b = SnapshotBuilder().priority("low", 10).team("research", classes=["low"])
+    b.team("evals", classes=["low"])
+    c = b.cluster("c1").racks(1, per_rack=2)
+    c.queue("research", deserved={"gpu": 16, "cpu": 64})
+    c.queue("evals", deserved={"gpu": 16, "cpu": 16})
+    c.running("e-held", queue="evals", pods=1, priority_class="low", nodes=["c1-h100-000"])
+    c.running(cpu_only, queue="evals", pods=1, gpus=0, cpu=8, priority_class="low")
+    c.running(with_gpu, queue="evals", pods=1, priority_class="low", nodes=["c1-h100-001"])
+    d = admit(gang(1, priority_class="low"), b.build())
+    plan = d.clusters[0].preemption
+    assert d.verdict == Verdict.PREEMPT, d.reason
+    assert plan is not None and [v.gang.name for v in plan.victims] == [with_gpu]
