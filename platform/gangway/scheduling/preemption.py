@@ -29,8 +29,10 @@ Victims are taken lowest priority first, then cheapest (GPU-hours lost since the
 checkpoint, from lineage when known; an unknown loss after every known one), then by name —
 but first those that give back what the gang is short of (its GPU model, or CPU): a victim
 that frees nothing the gang needs would only lower its queue's use, and could stop a useful
-one from being reclaimed (so no verdict depends on the gangs' names). The set is then pruned to
-what is needed.
+one from being reclaimed (so no verdict depends on the gangs' names); when no plan is found
+because an earlier victim used up a queue's excess, it is tried again node by node, as
+Volcano evicts (victims that make room for a pod on their nodes first). The set is then
+pruned to what is needed.
 """
 
 from __future__ import annotations
