@@ -220,8 +220,8 @@ def admit_in(
     )
     if queue not in state.queues:
         return ClusterDecision(name, Verdict.REJECT, f"no queue {queue} in {name}")
-    children = sorted(n for n, q in state.queues.items() if q.parent == queue)
-    if children:
+    if len(view.subtree(queue)) > 1:  # cached: no scan of the queues on every decision
+        children = sorted(n for n, q in state.queues.items() if q.parent == queue)
         reason = (
             f"queue {queue} has child queues ({', '.join(children)}): with hierarchical queues "
             "Volcano's capacity plugin runs jobs only in leaf queues — submit to one of them"

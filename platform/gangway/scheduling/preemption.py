@@ -50,7 +50,6 @@ from gangway.scheduling.capacity import (
     Ints,
     add_request,
     assign,
-    deserved_share,
     fit,
     pod_shape,
 )
@@ -113,13 +112,18 @@ def _asks(total: Callable[[str], int]) -> list[str]:
     return [k for k in VOLCANO_KEYS if total(k) > 0]
 
 
+def _relevant(g: Gang, share: dict[str, int]) -> list[str]:
+    """The resources ``g`` uses that its queue's deserved ``share`` sets — those the
+    capacity plugin judges a victim by (none: an immediate victim)."""
+    return [k for k in _asks(g.total) if k in share]
+
+
 def reclaim_refusal(w: Workload, queue: str, view: ClusterView) -> str | None:
     """Why Volcano's capacity plugin would not let ``queue`` reclaim for ``w`` (its
     ``PreemptiveFn``), or None when it may: see the module docstring."""
-    q = view.state.queues.get(queue)
-    if q is None:
+    if queue not in view.state.queues:
         return f"no queue {queue} in {view.name}"
-    share = deserved_share(q)
+    share = view.deserved(queue)
     asks = _asks(w.total)
     if not any(k in share for k in asks):
         return (
@@ -235,7 +239,7 @@ def _rule(
     None (``share``: its queue's deserved share)."""
     if g.queue == queue:
         return f"preempt: same queue, priority {g.priority} < {priority}"
-    relevant = [k for k in _asks(g.total) if k in share]
+    relevant = _relevant(g, share)
     if not relevant:
         uses = " or ".join(_asks(g.total)) or "anything"
         return f"reclaim: queue {g.queue} has no deserved share of {uses}"
@@ -292,7 +296,7 @@ def _still_over(view: ClusterView, queue: str, gone: Gone, gang: Gang) -> bool:
         return True
     share = view.deserved(gang.queue)
     taken = gone.get(gang.queue, {})
-    relevant = [k for k in _asks(gang.total) if k in share]
+    relevant = _relevant(gang, share)
     return not relevant or any(
         view.used(gang.queue, k) - taken.get(k, 0) > share[k] for k in relevant
     )
@@ -368,7 +372,7 @@ def _plan(
     victims taken before it brought its queue down to its deserved share or guarantee — then
     another order (``room_first``: victims that make room on their nodes first, as Volcano
     evicts node by node) may find one where this did not. The first order is the cheap one;
-    on a busy fleet the other reads every candidate of a priority level."""
+    the other reads up to :data:`ROOM_FIRST_SCAN` candidates of each priority level ahead."""
     col, need = (2, w.per_pod.gpus * w.pods) if w.per_pod.gpus else (0, w.per_pod.cpu * w.pods)
     usable = view.ever_mask(w.per_pod, w.gpu_type)
     room = int(view.free[usable, col].sum())
