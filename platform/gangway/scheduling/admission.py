@@ -249,7 +249,11 @@ def admit_in(
     if placed is not None:
         return ClusterDecision(name, Verdict.ADMIT, _where(placed), assignment=placed)
 
-    plan = plan_preemption(w, view, queue=queue, priority=priority, now=now) if preempting else None
+    plan = (
+        plan_preemption(w, view, queue=queue, priority=priority, now=now, counts=counts)
+        if preempting
+        else None
+    )
     if plan is not None:
         gangs = ", ".join(v.gang.name for v in plan.victims)
         return ClusterDecision(

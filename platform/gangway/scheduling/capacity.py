@@ -27,7 +27,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from gangway.scheduling.packing import LOSS_STEP, MILLI, Nodes, Packer, Profile, Shape
+from gangway.scheduling.packing import (
+    LOSS_STEP,
+    MILLI,
+    Columns,
+    Nodes,
+    Packer,
+    Profile,
+    Shape,
+    access_of,
+)
 from gangway.scheduling.snapshot.cluster_state import (
     Amount,
     ClusterState,
@@ -125,26 +134,16 @@ class ClusterView:
     _masks: dict[tuple[int, int, int, str | None], npt.NDArray[np.bool_]] = field(
         default_factory=dict
     )
-    _ranked: dict[tuple[str, int], tuple[object, list[tuple[tuple[bool, float], str, Gang]]]] = (
-        field(default_factory=dict)
-    )
     _profile: Profile | None = None
+    _packing: tuple[Columns, npt.NDArray[np.float32] | None] | None = None
+    _losses: dict[Shape, dict[tuple[int, int, int, int, int], int]] = field(default_factory=dict)
+    _memo: dict[object, object] = field(default_factory=dict)
 
-    def ranked(
-        self, queue: str, priority: int, cost: Callable[[Gang], float | None], now: object
-    ) -> list[tuple[tuple[bool, float], str, Gang]]:
-        """The running gangs of ``queue`` at ``priority``, cheapest to lose first (``cost``
-        at ``now``; unknown costs last), then by key — cached until one of them starts or
-        stops."""
-        hit = self._ranked.get((queue, priority))
-        if hit is None or hit[0] != now:
-            rows = []
-            for g in self.running.get(queue, {}).get(priority, {}).values():
-                lost = cost(g)
-                rows.append(((lost is None, lost or 0.0), g.key, g))
-            rows.sort(key=lambda r: (r[0], r[1]))
-            hit = self._ranked[(queue, priority)] = (now, rows)
-        return hit[1]
+    def memo(self, key: object, build: Callable[[], object]) -> object:
+        """What ``build`` makes from the view as it is (kept until a gang starts or stops)."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     def ancestors(self, queue: str) -> list[str]:
         """``queue`` and its parents below ``root`` (cached: the hierarchy does not change)."""
@@ -193,11 +192,34 @@ class ClusterView:
 
     def packing_loss(self, rows: Ints, pod: Shape, free: Ints | None = None) -> Ints | None:
         """:mod:`gangway.scheduling.packing`'s loss (in steps) of one ``pod`` on each of ``rows``
-        with ``free`` (default: what is free now); None when the profile is empty."""
+        with ``free`` (default: what is free now); None when the profile is empty. A node's
+        loss depends only on its own free and allocatable capacity and model, so it is kept per
+        such node state: a busy fleet has few distinct ones."""
         profile = self.profile()
         if not profile.shapes:
             return None
         room = (self.free if free is None else free)[rows]
+        keys = list(
+            zip(
+                room[:, 0].tolist(),
+                room[:, 1].tolist(),
+                room[:, 2].tolist(),
+                self.allocatable[rows, 2].tolist(),
+                self.gpu_type[rows].tolist(),
+                strict=True,
+            )
+        )
+        known = self._losses.setdefault(pod, {})
+        missing = [i for i, k in enumerate(keys) if k not in known]
+        if missing:
+            fresh = self._losses_of(rows[missing], room[missing], pod)
+            for i, loss in zip(missing, fresh.tolist(), strict=True):
+                known[keys[i]] = loss
+        steps: Ints = np.array([known[k] for k in keys], dtype=np.int64)
+        return steps
+
+    def _losses_of(self, rows: Ints, room: Ints, pod: Shape) -> Ints:
+        profile = self.profile()
         alloc = self.allocatable[rows, 2]
         slot = np.arange(max(int(alloc.max(initial=0)), 1))
         idle = np.where(slot < room[:, 2:3], MILLI, np.where(slot < alloc[:, None], 0, -1))
@@ -208,7 +230,12 @@ class ClusterView:
             model=self.gpu_type[rows],
             models=self.types,
         )
-        _, _, loss, _ = Packer(profile, nodes).losses(pod, np.arange(len(rows)))
+        if self._packing is None:  # the profile's columns, and which nodes each shape takes
+            every = Nodes(nodes.cpu[:0], nodes.memory[:0], idle[:0], self.gpu_type, self.types)
+            self._packing = (Columns.of(profile), access_of(profile, every))
+        columns, access = self._packing
+        packer = Packer(profile, nodes, None if access is None else access[rows], arrays=columns)
+        _, _, loss, _ = packer.losses(pod, np.arange(len(rows)))
         steps: Ints = np.floor(loss / LOSS_STEP).astype(np.int64)
         return steps
 
@@ -309,6 +336,7 @@ class ClusterView:
             }
         )
         self._rows.pop(gang.key, None)
+        self._memo.clear()
         rows, amounts = self.rows(running)
         self.free[rows] -= amounts
         self._count(running, +1)
@@ -321,7 +349,6 @@ class ClusterView:
 
     def _run(self, gang: Gang) -> None:
         self.running.setdefault(gang.queue, {}).setdefault(gang.priority, {})[gang.key] = gang
-        self._ranked.pop((gang.queue, gang.priority), None)
 
     def release(self, gang: Gang) -> None:
         """Running gang ``gang`` stops (finished or evicted): its nodes and quota are free."""
@@ -330,10 +357,10 @@ class ClusterView:
             raise ValueError(f"{gang.key} is not running here: nothing to release")
         self.give_back(self.free, current)
         self._count(current, -1)
+        self._memo.clear()
         self.gangs.pop(gang.key, None)
         self._rows.pop(gang.key, None)
         self.running.get(gang.queue, {}).get(gang.priority, {}).pop(gang.key, None)
-        self._ranked.pop((gang.queue, gang.priority), None)
 
     def give_back(self, free: Ints, gang: Gang) -> None:
         """Add what running ``gang`` holds back onto ``free`` (the view's, or a copy being

@@ -37,7 +37,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LOSS_STEP", "MAX_SHAPES", "MILLI", "Choice", "Nodes", "Packer", "Profile", "Shape"]
+__all__ = [
+    "LOSS_STEP",
+    "MAX_SHAPES",
+    "MILLI",
+    "Choice",
+    "Columns",
+    "Nodes",
+    "Packer",
+    "Profile",
+    "Shape",
+    "access_of",
+]
 
 MILLI = 1000
 """One whole GPU, in milli-GPU."""
@@ -129,7 +140,7 @@ EXACT = 2**24
 
 
 @dataclass
-class _Arrays:
+class Columns:
     """A profile as float32 columns (exact: every amount is below :data:`EXACT`)."""
 
     cpu: Counts
@@ -146,7 +157,7 @@ class _Arrays:
     """Copies a completely free GPU takes (shared: ⌊1000 ÷ share⌋; whole: 0)."""
 
     @classmethod
-    def of(cls, profile: Profile) -> _Arrays:
+    def of(cls, profile: Profile) -> Columns:
         s = profile.shapes
         shared = np.array([x.shared for x in s], dtype=bool)
         share = np.array([x.gpu_milli if x.shared else np.inf for x in s], dtype=F32)
@@ -162,15 +173,32 @@ class _Arrays:
         )
 
 
+def access_of(profile: Profile, nodes: Nodes) -> Counts | None:
+    """(nodes, shapes): 1 where a shape accepts the node's GPU model, else 0; None when every
+    shape accepts any."""
+    if not any(s.models for s in profile.shapes):
+        return None
+    access = np.ones((len(nodes.model), len(profile.shapes)), dtype=F32)
+    for j, shape in enumerate(profile.shapes):
+        if shape.models:
+            ok = [nodes.models[m] for m in shape.models if m in nodes.models]
+            access[:, j] = np.isin(nodes.model, ok)
+    return access
+
+
 @dataclass
 class Packer:
     """The packing rule over one cluster's :class:`Nodes` (see the module docstring)."""
 
     profile: Profile
     nodes: Nodes
-    _p: _Arrays = field(init=False)
+    access: Counts | None = None
+    """(nodes, shapes): 1 where the node's model is accepted (:func:`access_of`, worked out
+    when not given); None when every shape takes any."""
+    arrays: Columns | None = None
+    """The profile as columns (:meth:`Columns.of`, worked out when not given)."""
+    _p: Columns = field(init=False)
     _access: Counts | None = field(init=False)
-    """(nodes, shapes): 1 where the node's model is accepted; None when every shape takes any."""
     _rooms: Counts = field(init=False)
     """(nodes, shapes): each node's room for each shape (milli-GPU)."""
     _copies: Counts = field(init=False)
@@ -182,15 +210,8 @@ class Packer:
         for what, values in (("CPU", n.cpu), ("memory", n.memory)):
             if len(values) and int(values.max()) >= EXACT:
                 raise ValueError(f"{what} amounts must be below 2**24 (use coarser units)")
-        self._p = _Arrays.of(self.profile)
-        self._access = None
-        if any(s.models for s in self.profile.shapes):
-            access = np.ones((len(n.cpu), len(self.profile.shapes)), dtype=F32)
-            for j, shape in enumerate(self.profile.shapes):
-                if shape.models:
-                    ok = [n.models[m] for m in shape.models if m in n.models]
-                    access[:, j] = np.isin(n.model, ok)
-            self._access = access
+        self._p = self.arrays or Columns.of(self.profile)
+        self._access = self.access if self.access is not None else access_of(self.profile, n)
         self._seen = (n.cpu.copy(), n.memory.copy(), n.gpu_idle.copy())
         self._copies = self._copies_of(n.gpu_idle)
         self._rooms = self._rooms_of(

@@ -15,8 +15,10 @@ would cost — following Volcano v1.15.1's rules:
   - a victim's queue must be reclaimable; the victim is taken when its queue sets no deserved
     share of anything the victim uses (``isImmediateVictim``), or uses more than its deserved
     share of one of them (``GreaterPartlyWithRelevantDimensions``), its use re-counted after
-    every victim (the plugin's ``allocations``), and never below its own guarantee
-    (``checkGuaranteeConstraint``);
+    every victim (the plugin's ``allocations``) — in some order: the action walks nodes and
+    their pods in Go map order, which changes from one scheduling cycle to the next, so a set
+    that some order allows (the largest victim last) is one it gets to — and never below its
+    own guarantee (``checkGuaranteeConstraint``);
   - the action has no topology check: a Job with a ``networkTopology`` reclaims.
 * **whole gangs** (``gang`` plugin): Volcano evicts pod by pod — the rendered scheduler config
   turns the gang plugin's preemptable check off — and the Job's ``PodEvicted → RestartJob``
@@ -25,24 +27,24 @@ would cost — following Volcano v1.15.1's rules:
 * a class with ``preemptionPolicy: Never`` (``preemptible: false`` in the platform config)
   waits instead of evicting anyone.
 
-Victims are taken lowest priority first, then cheapest (GPU-hours lost since their last
-checkpoint, from lineage when known; an unknown loss after every known one), then by name —
-but first those that give back what the gang is short of (its GPU model, or CPU): a victim
-that frees nothing the gang needs would only lower its queue's use, and could stop a useful
-one from being reclaimed (so no verdict depends on the gangs' names); when no plan is found
-because an earlier victim used up a queue's excess, it is tried again node by node, as
-Volcano evicts (victims that make room for a pod on their nodes first). The set is then
-pruned to what is needed.
+Which of the gangs these rules allow are evicted is :mod:`gangway.scheduling.victims`'s
+search, node by node as Volcano evicts: on each node the victims that give back what the gang
+is short of (its GPU model, or CPU) come first — one that frees nothing the gang needs would
+only lower its queue's use and could stop a useful one from being reclaimed — then lowest
+priority, cheapest (GPU-hours lost since the last checkpoint, from lineage when known; an
+unknown loss after every known one), then by name; the nodes where that frees a pod slot for
+the least (highest priority evicted, then loss, then victims per slot) go first, so no
+verdict depends on the gangs' names. The set is then pruned to what is needed.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from gangway.scheduling.capacity import (
     Assignment,
@@ -54,8 +56,9 @@ from gangway.scheduling.capacity import (
     pod_shape,
 )
 from gangway.scheduling.snapshot.cluster_state import Gang
+from gangway.scheduling.victims import VictimTable, search, victim_table
 from gangway.scheduling.workload import Workload
-from gangway.units import VOLCANO_KEYS, amount_said, quota_key, quota_keys
+from gangway.units import VOLCANO_KEYS, amount_said, quota_keys
 
 __all__ = [
     "Preemption",
@@ -143,102 +146,21 @@ def reclaim_refusal(w: Workload, queue: str, view: ClusterView) -> str | None:
     )
 
 
-def _sources(
-    w: Workload, queue: str, view: ClusterView, *, preempt: bool = True
-) -> dict[str, dict[str, int]]:
-    """The queues victims may come from, each with its deserved share
-    (:func:`deserved_share`): ``queue`` itself (preempt, unless ``preempt`` is False), and —
-    when ``queue`` may reclaim (:func:`reclaim_refusal`) — every other reclaimable queue that
-    runs gangs (which of their gangs may go is :func:`_rule`'s)."""
-    out: dict[str, dict[str, int]] = {queue: {}} if preempt else {}
-    if reclaim_refusal(w, queue, view) is not None:
-        return out
-    for name in view.running:
-        q = view.state.queues.get(name)
-        if name != queue and q is not None and q.reclaimable:
-            out[name] = view.deserved(name)
-    return out
-
-
-ROOM_FIRST_SCAN = 128
-"""How many candidates of one priority level the node-by-node order reads ahead (beyond, it
-takes them as they come): it bounds the retry's cost on a busy fleet."""
-
-
-def _candidates(
-    w: Workload,
-    queue: str,
-    priority: int,
-    view: ClusterView,
-    now: datetime,
-    sources: dict[str, dict[str, int]],
-    free: Ints | None = None,
-) -> Iterator[tuple[Gang, str]]:
-    """The running gangs that may be evicted for ``w`` (from ``sources``, :func:`_sources`)
-    with their rules: first those giving back what ``w`` is short of, then the rest; each
-    pass lowest priority first, then cheapest to lose, then by name — produced lazily, one
-    priority level at a time. With ``free`` (the nodes as the plan has them, read as it
-    evicts), each level gives first the gangs whose eviction alone makes room for another pod
-    of ``w`` on their nodes, as Volcano evicts node by node only where that makes the pod fit."""
-    levels = sorted(
-        {p for q in sources for p in view.running.get(q, {}) if q != queue or p < priority}
-    )
-    rules: dict[tuple[str, str | None, bool, bool, bool, int], str | None] = {}
-
-    def cost(g: Gang) -> float | None:
-        return lost_gpu_hours(g, now)
-
-    def allowed(g: Gang) -> str | None:
-        p = g.per_pod
-        key = (g.queue, g.gpu_type, bool(p.gpus), bool(p.cpu), bool(p.memory), g.priority)
-        if key not in rules:
-            rules[key] = _rule(g, queue, priority, sources[g.queue], view)
-        return rules[key] if g.placement else None
-
-    def makes_room(g: Gang) -> bool:
-        assert free is not None
-        rows, amounts = view.rows(g)
-        kept = free[rows]
-        before = fit(view, w.per_pod, w.gpu_type, free=free, rows=rows)
-        free[rows] = np.minimum(kept + amounts, view.allocatable[rows])  # as if evicted
-        after = fit(view, w.per_pod, w.gpu_type, free=free, rows=rows)
-        free[rows] = kept
-        return bool((after > before).any())
-
-    later: list[Gang] = []  # allowed, but freeing nothing the gang is short of
-    for level in levels:
-        lists = [
-            view.ranked(q, level, cost, now)
-            for q in sources
-            if not (q == queue and level >= priority)
-        ]
-        waiting: list[Gang] = []  # useful, but not alone: after those that are
-        for n, (_, _, g) in enumerate(heapq.merge(*lists, key=lambda r: (r[0], r[1]))):
-            if _amount(g, w) <= 0:
-                later.append(g)
-            elif free is not None and n < ROOM_FIRST_SCAN and not makes_room(g):
-                waiting.append(g)
-            elif rule := allowed(g):
-                yield g, rule
-        while waiting:
-            now_useful = [g for g in waiting if makes_room(g)] or waiting
-            for g in now_useful:
-                if rule := allowed(g):
-                    yield g, rule
-            done = {g.key for g in now_useful}
-            waiting = [g for g in waiting if g.key not in done]
-    for g in later:
-        if rule := allowed(g):
-            yield g, rule
-
-
-def _rule(
-    g: Gang, queue: str, priority: int, share: dict[str, int], view: ClusterView
-) -> str | None:
-    """Why gangs like ``g`` (its queue, GPU model, resources and priority) may be evicted, or
-    None (``share``: its queue's deserved share)."""
+def _rule(g: Gang, queue: str, priority: int, view: ClusterView) -> str | None:
+    """Why ``g`` may be evicted for a gang of ``queue`` at ``priority``, or None."""
     if g.queue == queue:
         return f"preempt: same queue, priority {g.priority} < {priority}"
+    return _reclaim_rule(g, view)
+
+
+def _reclaim_rule(g: Gang, view: ClusterView) -> str | None:
+    """Why reclaim may take gangs like ``g`` (its queue, GPU model and the resources it uses)
+    for another queue, or None: its queue must be reclaimable, and set no deserved share of
+    what ``g`` uses or be over that share on one of them."""
+    q = view.state.queues.get(g.queue)
+    if q is None or not q.reclaimable:
+        return None
+    share = view.deserved(g.queue)
     relevant = _relevant(g, share)
     if not relevant:
         uses = " or ".join(_asks(g.total)) or "anything"
@@ -253,10 +175,58 @@ def _rule(
     )
 
 
-def _bound(w: Workload, view: ClusterView, sources: dict[str, dict[str, int]]) -> int:
-    """At most what evicting every candidate could give back of what ``w`` is short of."""
-    key = quota_key(w.gpu_type) if w.per_pod.gpus else "cpu"
-    return sum(view.used(q, key) for q in sources)
+@dataclass(frozen=True)
+class _Table:
+    """A view's gangs as eviction candidates, and which of them reclaim may take (the same
+    for every gang that may reclaim: it depends on the victims' queues only)."""
+
+    table: VictimTable
+    reclaimable: npt.NDArray[np.bool_]
+
+
+def _table(view: ClusterView, now: datetime) -> _Table:
+    def build() -> _Table:
+        t = victim_table(view, now, lost_gpu_hours)
+        kinds: dict[tuple[str, str | None, bool, bool, bool], bool] = {}
+        ok = np.zeros(len(t.gangs), dtype=bool)
+        for i, g in enumerate(t.gangs):
+            p = g.per_pod
+            kind = (g.queue, g.gpu_type, bool(p.gpus), bool(p.cpu), bool(p.memory))
+            if kind not in kinds:
+                kinds[kind] = _reclaim_rule(g, view) is not None
+            ok[i] = kinds[kind]
+        return _Table(t, ok)
+
+    out = view.memo(("victims", now), build)
+    assert isinstance(out, _Table)
+    return out
+
+
+@dataclass
+class _Queues:
+    """The queue rules a victim must pass as victims are taken (:class:`victims.Ledger`)."""
+
+    view: ClusterView
+    queue: str
+    gone: Gone
+    members: dict[str, list[Gang]] = field(default_factory=dict)
+    """Victims taken so far, by queue."""
+
+    def admits(self, gang: Gang) -> bool:
+        if gang.queue == self.queue:
+            return True
+        together = [*self.members.get(gang.queue, []), gang]
+        return _keeps_guarantee(self.view, self.queue, self.gone, gang) and _in_some_order(
+            self.view, gang.queue, together
+        )
+
+    def take(self, gang: Gang, sign: int = 1) -> None:
+        add_request(self.gone.setdefault(gang.queue, {}), gang, sign)
+        members = self.members.setdefault(gang.queue, [])
+        if sign > 0:
+            members.append(gang)
+        else:
+            members[:] = [g for g in members if g.key != gang.key]
 
 
 Gone = dict[str, dict[str, int]]
@@ -288,18 +258,33 @@ def over_capability(
     return out
 
 
-def _still_over(view: ClusterView, queue: str, gone: Gone, gang: Gang) -> bool:
-    """``gang`` may still go once ``gone`` is: it is ``queue``'s own (preempt), or its queue
-    sets no deserved share of what it uses, or still uses more than that share of one of them
-    (Volcano's reclaim re-counts after every victim: it never takes a queue below its share)."""
-    if gang.queue == queue:
-        return True
-    share = view.deserved(gang.queue)
-    taken = gone.get(gang.queue, {})
-    relevant = _relevant(gang, share)
-    return not relevant or any(
-        view.used(gang.queue, k) - taken.get(k, 0) > share[k] for k in relevant
-    )
+def _in_some_order(view: ClusterView, q: str, victims: list[Gang]) -> bool:
+    """Some order of reclaiming ``victims`` (all of queue ``q``) passes the capacity plugin's
+    rule: each, when its turn comes, belongs to a queue that sets no deserved share of what
+    it uses, or still uses more than that share of one of them (the plugin re-counts after
+    every victim, so it never takes a queue below its share). Volcano's reclaim walks nodes
+    and their pods in Go map order, different from one scheduling cycle to the next, so a set
+    some order allows is one it gets to. Worked out from the last: a victim that may go with
+    every other one gone already is put last, and the rest ordered the same way (one that may
+    go last still may once another is put after it)."""
+    share = view.deserved(q)
+    left = list(victims)
+    total = {k: sum(g.total(k) for g in left) for k in VOLCANO_KEYS}
+
+    def may_go_last(g: Gang) -> bool:
+        relevant = _relevant(g, share)
+        return not relevant or any(
+            view.used(q, k) - total[k] + g.total(k) > share[k] for k in relevant
+        )
+
+    while left:
+        last = next((g for g in left if may_go_last(g)), None)
+        if last is None:
+            return False
+        for k in VOLCANO_KEYS:
+            total[k] -= last.total(k)
+        left.remove(last)
+    return True
 
 
 def _keeps_guarantee(view: ClusterView, queue: str, gone: Gone, gang: Gang) -> bool:
@@ -325,25 +310,22 @@ def _fits(w: Workload, view: ClusterView, queue: str, gone: Gone, free: Ints) ->
     return assign(view, counts, w.pods, within=w.within, pod=pod, free=free)
 
 
-def _amount(g: Gang, w: Workload) -> int:
-    """What evicting ``g`` gives back of what ``w`` is short of (its GPUs of the model, or CPU)."""
-    if not w.per_pod.gpus:
-        return g.per_pod.cpu * g.pods
-    return g.per_pod.gpus * g.pods if w.gpu_type in (None, g.gpu_type) else 0
-
-
 def plan_preemption(
-    w: Workload, view: ClusterView, *, queue: str, priority: int, now: datetime
+    w: Workload,
+    view: ClusterView,
+    *,
+    queue: str,
+    priority: int,
+    now: datetime,
+    counts: Ints | None = None,
 ) -> Preemption | None:
-    """The fewest whole gangs Volcano would evict to let ``w`` fit in ``view`` (see the module
-    docstring for the rules), or None when no set it may evict does. A gang whose Job carries
-    a ``networkTopology`` gets victims by reclaim only (:func:`unacted_preemption` says what
-    preempting within its queue would have done)."""
-    sources = _sources(w, queue, view, preempt=not w.carries_topology)
-    plan, blocked = _plan(w, view, queue, priority, now, sources)
-    if plan is None and blocked:  # a victim taken earlier may have used up a queue's excess
-        plan, _ = _plan(w, view, queue, priority, now, sources, room_first=True)
-    return plan
+    """The whole gangs Volcano would evict to let ``w`` fit in ``view`` (see the module
+    docstring for the rules, :mod:`gangway.scheduling.victims` for how they are chosen), or
+    None when no set it may evict does. A gang whose Job carries a ``networkTopology`` gets
+    victims by reclaim only (:func:`unacted_preemption` says what preempting within its queue
+    would have done). ``counts``: :func:`~gangway.scheduling.capacity.fit` of ``w`` now, when
+    the caller has it."""
+    return _plan(w, view, queue, priority, now, preempt=not w.carries_topology, counts=counts)
 
 
 def unacted_preemption(
@@ -352,7 +334,7 @@ def unacted_preemption(
     """For a gang whose Job carries a ``networkTopology`` and for which Volcano will evict
     nobody: the evictions that would make room if the preempt action did not skip it —
     :attr:`Preemption.volcano_acts` False, with the reason — or None."""
-    shown, _ = _plan(w, view, queue, priority, now, _sources(w, queue, view))
+    shown = _plan(w, view, queue, priority, now, preempt=True)
     if shown is None:
         return None
     return Preemption(shown.victims, shown.assignment, False, NO_PREEMPT_WITH_TOPOLOGY)
@@ -364,68 +346,54 @@ def _plan(
     queue: str,
     priority: int,
     now: datetime,
-    sources: dict[str, dict[str, int]],
     *,
-    room_first: bool = False,
-) -> tuple[Preemption | None, bool]:
-    """The plan (see :func:`plan_preemption`) and whether a candidate was refused because
-    victims taken before it brought its queue down to its deserved share or guarantee — then
-    another order (``room_first``: victims that make room on their nodes first, as Volcano
-    evicts node by node) may find one where this did not. The first order is the cheap one;
-    the other reads up to :data:`ROOM_FIRST_SCAN` candidates of each priority level ahead."""
-    col, need = (2, w.per_pod.gpus * w.pods) if w.per_pod.gpus else (0, w.per_pod.cpu * w.pods)
-    usable = view.ever_mask(w.per_pod, w.gpu_type)
-    room = int(view.free[usable, col].sum())
-    if not sources or room + _bound(w, view, sources) < need:
-        return None, False  # even evicting every candidate would not free enough
-    rules: dict[str, str] = {}
-    taken: list[Gang] = []
-    found = None
-    free = view.free.copy()
-    slots = fit(view, w.per_pod, w.gpu_type, free=free)
-    total = int(slots.sum())  # pods of the gang's shape the nodes could take, anywhere
-    check_at = w.pods  # the full check once that many fit; after a miss, half a gang more
-    gone: Gone = {}
-    blocked = False
-    order = _candidates(w, queue, priority, view, now, sources, free if room_first else None)
-    for g, rule in order:
-        if not _still_over(view, queue, gone, g) or not _keeps_guarantee(view, queue, gone, g):
-            blocked = blocked or g.queue in gone
-            continue
-        taken.append(g)
-        add_request(gone.setdefault(g.queue, {}), g)
-        rules[g.key] = rule
-        view.give_back(free, g)
-        room += _amount(g, w)
-        rows = view.rows(g)[0]
-        now_there = fit(view, w.per_pod, w.gpu_type, free=free, rows=rows)
-        total += int(now_there.sum() - slots[rows].sum())
-        slots[rows] = now_there
-        if total < check_at:
-            continue  # too few pod slots yet, wherever they are: skip the full check
-        found = _fits(w, view, queue, gone, free)
-        if found:
-            break
-        check_at = total + max(w.pods // 2, 1)
+    preempt: bool,
+    counts: Ints | None = None,
+) -> Preemption | None:
+    """The plan (see :func:`plan_preemption`); ``preempt``: victims may come from ``queue``
+    itself."""
+    if queue not in view.state.queues:
+        return None
+    cand = _table(view, now)
+    t = cand.table
+    allowed = np.zeros(len(t.gangs), dtype=bool)
+    own = t.queues.get(queue, -1)
+    if preempt:
+        allowed |= (t.queue == own) & (t.priority < priority)
+    if reclaim_refusal(w, queue, view) is None:
+        allowed |= cand.reclaimable & (t.queue != own)
+    if not allowed.any():
+        return None
+    p = w.per_pod
+    if p.gpus:
+        code = view.types.get(w.gpu_type, -1) if w.gpu_type else None
+        useful = (t.gpus > 0) if code is None else (t.gpus > 0) & (t.gpu_type == code)
+    else:
+        useful = t.cpu > 0
+    over = over_capability(w, view, queue)
+    ledger = _Queues(view, queue, {})
+    inside = [view.subtree(q) for q, *_ in over]
+    found = search(
+        view,
+        t,
+        want=(p.cpu, p.memory, p.gpus),
+        pods=w.pods,
+        usable=view.ever_mask(p, w.gpu_type),
+        counts=fit(view, p, w.gpu_type) if counts is None else counts,
+        allowed=allowed,
+        useful=useful,
+        tier=view.state.tiers.index(w.within) if w.within else None,
+        ledger=ledger,
+        enough=(lambda: not over_capability(w, view, queue, ledger.gone)) if over else None,
+        relieves=lambda g: any(g.queue in s for s in inside),
+    )
     if found is None:
-        found = _fits(w, view, queue, gone, free) if taken and room >= need else None
-    if found is None:
-        return None, blocked
-    for g in reversed(list(taken)):  # keep only what is needed
-        if len(taken) == 1 or room - _amount(g, w) < need:
-            continue
-        rows, amounts = view.rows(g)
-        trial = free.copy()  # what the others free: this one's share taken back out
-        trial[rows] = np.maximum(trial[rows] - amounts, view.free[rows])
-        add_request(gone[g.queue], g, -1)
-        if not set(rows.tolist()) & found.nodes.keys():  # the placement does not need it
-            again = None if over_capability(w, view, queue, gone) else found
-        else:
-            again = _fits(w, view, queue, gone, trial)
-        if again:
-            taken, found, free = [t for t in taken if t is not g], again, trial
-            room -= _amount(g, w)
-        else:
-            add_request(gone[g.queue], g)
-    victims = tuple(Victim(g, rules[g.key], lost_gpu_hours(g, now)) for g in taken)
-    return Preemption(victims, found, volcano_acts=True), blocked
+        return None
+    placed = _fits(w, view, queue, ledger.gone, found.free)
+    if placed is None:
+        return None
+    victims = tuple(
+        Victim(g, _rule(g, queue, priority, view) or "", lost_gpu_hours(g, now))
+        for g in found.victims
+    )
+    return Preemption(victims, placed, volcano_acts=True)

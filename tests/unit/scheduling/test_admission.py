@@ -415,7 +415,8 @@ def test_a_verdict_does_not_depend_on_the_victims_names(cpu_only: str, with_gpu:
     """evals (deserved 16 GPUs, 16 cores) holds 16 GPUs and 24 cores: over its share by the
     CPU-only gang's 8 cores. Evicting that one first would bring it within its share and forbid
     the GPU gang — the only victim that frees what the gang lacks — and the verdict would be
-    wait. Named either way, the GPU gang is the victim."""
+    wait. Named either way, the one victim is a gang that holds GPUs (between the two that do,
+    equal in priority and cost, node order decides, not names)."""
     b = SnapshotBuilder().priority("low", 10).team("research", classes=["low"])
     b.team("evals", classes=["low"])
     c = b.cluster("c1").racks(1, per_rack=2)
@@ -427,4 +428,4 @@ def test_a_verdict_does_not_depend_on_the_victims_names(cpu_only: str, with_gpu:
     d = admit(gang(1, priority_class="low"), b.build())
     plan = d.clusters[0].preemption
     assert d.verdict == Verdict.PREEMPT, d.reason
-    assert plan is not None and [v.gang.name for v in plan.victims] == [with_gpu]
+    assert plan is not None and [v.gang.name for v in plan.victims] == ["e-held"]
