@@ -21,9 +21,11 @@ the same way, and picks the nodes:
   gives that node one more pod slot, ranked by the highest priority it evicts, then unknown
   losses, GPU-hours lost and victims per slot gained, then node order (so no choice depends on
   gangs' names). Each victim passes the caller's :class:`Ledger` first (Volcano's queue rules
-  over the set taken so far); one refused stays refused — the rules only tighten as victims
-  go — and that node's next step is worked out again. A victim is a whole gang — the Job's
-  ``PodEvicted → RestartJob`` policy takes all its pods — so its other nodes gain room too.
+  over the set taken so far); one refused stays refused for the walk — the rules only tighten
+  as victims go — and that node's next step is worked out again (a walk that fails so is
+  tried again without the victims that used the queue's room up: :data:`RETRIES`). A victim
+  is a whole gang — the Job's ``PodEvicted → RestartJob`` policy takes all its pods — so its
+  other nodes gain room too.
   When the plan found evicts a higher priority than another domain's bound, up to
   :data:`MORE_DOMAINS` more are walked and the best plan kept.
 * **Pruned**: victims the gang turned out not to need (another's pods freed their room) are
@@ -35,7 +37,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -49,6 +51,8 @@ __all__ = ["Found", "Ledger", "VictimTable", "search", "victim_table"]
 
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
+LOWEST = -(2**62)
+"""Below every priority: the rank of evicting no one."""
 Key = tuple[int, float, float, float, int]
 """A step's rank: highest priority evicted, then unknown losses, GPU-hours lost and victims
 per slot gained, then node."""
@@ -168,7 +172,7 @@ def _slots(room: Ints, want: Sequence[int]) -> Ints:
 
 
 def _slot(room: Sequence[int], want: Sequence[int]) -> int:
-    return min(r // x for r, x in zip(room, want, strict=True) if x > 0)
+    return min((r // x for r, x in zip(room, want, strict=True) if x > 0), default=0)
 
 
 def _runs(keys: Ints) -> tuple[Ints, Ints]:
@@ -192,6 +196,11 @@ class _Rows:
     """The node's pod slots with this row's victim and those before it gone."""
     top: Ints
     """The highest priority among them."""
+
+    @classmethod
+    def empty(cls) -> _Rows:
+        none = np.zeros(0, dtype=np.int64)
+        return cls(node=none, gang=none, seg=none, starts=none, slots=none, top=none)
 
     @property
     def ends(self) -> Ints:
@@ -237,18 +246,22 @@ def _rows(w: _Walk) -> _Rows | None:
 def _domains(w: _Walk, r: _Rows, counts: Ints, doms: Ints, n_doms: int) -> list[tuple[int, int]]:
     """The domains that could hold the gang with every allowed victim gone, each with the
     lowest priority any plan there must evict (a bound: each node's first step's priority,
-    its whole room counted), most promising first — by that bound, then by the victims that
-    evicting whole nodes, lowest priority and most slots per victim first, would take."""
+    its whole room counted), most promising first — by that bound, then by the GPU-hours and
+    the victims that evicting whole nodes (lowest priority, then least lost per slot, first)
+    would take."""
+    if not len(r.node):  # no victim frees room: only domains with room already (quota plans)
+        cap_now = np.bincount(doms, weights=counts, minlength=n_doms)
+        return [(int(d), LOWEST) for d in np.flatnonzero(cap_now >= w.pods)]
     ends = r.ends
     most = counts.copy()
     most[r.node[ends]] = r.slots[ends]
     cap_most = np.bincount(doms, weights=most, minlength=n_doms)
     if n_doms == 1:
-        return [(0, 0)] if cap_most[0] >= w.pods else []
+        return [(0, LOWEST)] if cap_most[0] >= w.pods else []
     if not (cap_most >= w.pods).any():
         return []
     cap_now = np.bincount(doms, weights=counts, minlength=n_doms)
-    ready = [(int(d), 0) for d in np.flatnonzero(cap_now >= w.pods)]  # room already: quota
+    ready = [(int(d), LOWEST) for d in np.flatnonzero(cap_now >= w.pods)]  # room: quota only
     gain = r.slots[ends] - counts[r.node[ends]]
     idx = np.flatnonzero(r.slots > counts[r.node])
     first = idx[_runs(r.seg[idx])[0]]  # each node's first step (nodes in run order)
@@ -277,14 +290,14 @@ def _domains(w: _Walk, r: _Rows, counts: Ints, doms: Ints, n_doms: int) -> list[
 
 MORE_DOMAINS = 8
 """After a plan is found, how many more domains whose bound says they might evict lower
-priorities are tried (their plans compared, the best kept)."""
+priorities are walked, found or not (their plans compared, the best kept)."""
 
 
 def _rank(found: Found, table: VictimTable) -> tuple[int, int, float, int]:
     """A plan's rank: the highest priority it evicts, how many of its victims' losses are
     unknown, the GPU-hours the others lose, its victims."""
     lost = [float(table.lost[table.rank[g.key]]) for g in found.victims]
-    top = max(g.priority for g in found.victims) if found.victims else 0
+    top = max((g.priority for g in found.victims), default=LOWEST)
     known = [x for x in lost if not math.isnan(x)]
     return top, len(lost) - len(known), sum(known), len(found.victims)
 
@@ -309,14 +322,35 @@ def search(
     not ``usable``); ``allowed``/``useful``: per gang of ``table``. With ``enough`` (the gang's
     queue within its capability once the victims are gone), victims that ``relieves`` says
     lower that queue's use are taken after the room is made, in victim order, until it is."""
-    walk = _Walk(view, table, want, pods, allowed, useful, usable, ledger)
-    r = _rows(walk)
-    if r is None:
-        return None
     if tier is None:
         doms, n_doms = np.zeros(len(view.nodes), dtype=np.int64), 1
     else:
         doms, n_doms = view.domains[tier].astype(np.int64), len(view.domain_names[tier])
+    banned = np.zeros(len(allowed), dtype=bool)
+    for _ in range(1 + RETRIES):
+        walk = _Walk(view, table, want, pods, allowed & ~banned, useful, usable, ledger)
+        r = _rows(walk)
+        if r is None and enough is None:
+            return None
+        if r is None:  # room already somewhere: only victims that relieve the quota may help
+            r = _Rows.empty()
+        best = _best(walk, r, counts, doms, n_doms, enough, relieves)
+        if best is not None or not walk.blockers:
+            return best
+        banned[sorted(walk.blockers)] = True  # walk again without those that used the excess up
+    return None
+
+
+def _best(
+    walk: _Walk,
+    r: _Rows,
+    counts: Ints,
+    doms: Ints,
+    n_doms: int,
+    enough: Callable[[], bool] | None,
+    relieves: Callable[[Gang], bool] | None,
+) -> Found | None:
+    """The best plan over the domains (see :data:`MORE_DOMAINS`), the ledger holding it."""
     best: tuple[tuple[int, int, float, int], Found] | None = None
     more = MORE_DOMAINS
     for d, bound in _domains(walk, r, counts, doms, n_doms):
@@ -324,19 +358,28 @@ def search(
             break
         found = walk.within(doms == d, r, counts, enough, relieves)
         if found is None:
+            if best is not None:
+                more -= 1  # every walk after the first plan counts, found or not
             continue
         for g in found.victims:  # the ledger holds no plan between domains
-            ledger.take(g, -1)
-        rank = _rank(found, table)
+            walk.ledger.take(g, -1)
+        rank = _rank(found, walk.table)
+        if best is not None:
+            more -= 1  # every walk after the first plan counts, found or not
         if best is None or rank < best[0]:
             best = (rank, found)
-        else:
-            more -= 1
     if best is None:
         return None
     for g in best[1].victims:
-        ledger.take(g)
+        walk.ledger.take(g)
     return best[1]
+
+
+RETRIES = 2
+"""When no plan is found and a victim was refused because victims of its queue taken before
+it used up that queue's excess (or its guarantee), the walk is tried again without those
+(at most this many times): the lowest-priority step first is greedy, and can take the one
+victim whose loss forbids the useful one."""
 
 
 @dataclass
@@ -354,6 +397,8 @@ class _Walk:
     usable: Bools
     """Per node: a pod of the gang could run there at all."""
     ledger: Ledger
+    blockers: set[int] = field(default_factory=set)
+    """Victims taken before one of their queue's was refused (see :data:`RETRIES`)."""
 
     def offer(
         self, n: int, free: Ints, slots: Ints, skip: set[int], short: int
@@ -365,7 +410,7 @@ class _Walk:
         s0 = int(slots[n])
         t = self.table
         picked: list[int] = []
-        top, unknown, lost = -(2**62), 0, 0.0
+        top, unknown, lost = LOWEST, 0, 0.0
         for first in (True, False):  # what the gang is short of first
             for g, c, m, x in t.by_node[n]:
                 if g in skip or bool(self.useful[g]) != first or not self.allowed[g]:
@@ -465,7 +510,9 @@ class _Walk:
                 if g in skip:
                     continue
                 if not self.ledger.admits(t.gangs[g]):
-                    skip.add(g)  # refused now, refused for good: the rules only tighten
+                    skip.add(g)  # refused for this walk: the rules only tighten as it takes more
+                    self.blockers.update(x for x in taken if t.queue[x] == t.queue[g])
+                    touched.update(view.rows(t.gangs[g])[0].tolist())  # its other nodes' steps
                     break
                 self.ledger.take(t.gangs[g])
                 skip.add(g)
