@@ -378,15 +378,11 @@ def fit(
     gpu_type: str | None,
     *,
     free: Ints | None = None,
-    rows: Ints | None = None,
 ) -> Ints:
     """How many pods of shape ``per_pod`` each node can take now (``free``, default the
-    view's) — only nodes of ``gpu_type`` when the pod wants GPUs of a given type; ``rows``:
-    only those nodes, in that order."""
+    view's) — only nodes of ``gpu_type`` when the pod wants GPUs of a given type."""
     room = view.free if free is None else free
     codes = view.gpu_type
-    if rows is not None:
-        room, codes = room[rows], codes[rows]
     counts: Ints | None = None
     for col, want in enumerate((per_pod.cpu, per_pod.memory, per_pod.gpus)):
         if want > 0:

@@ -199,8 +199,8 @@ class _Rows:
 
     @classmethod
     def empty(cls) -> _Rows:
-        none = np.zeros(0, dtype=np.int64)
-        return cls(node=none, gang=none, seg=none, starts=none, slots=none, top=none)
+        none, floats = np.zeros(0, dtype=np.int64), np.zeros(0)
+        return cls(none, none, none, none, none, none, floats, floats)
 
     @property
     def ends(self) -> Ints:
@@ -212,6 +212,11 @@ class _Rows:
         """How many victims the prefixes ending at rows ``at`` hold."""
         out: Ints = at - self.starts[self.seg[at]] + 1
         return out
+
+    lost: Floats
+    """GPU-hours each row's victim loses (0 where unknown)."""
+    unknown: Floats
+    """1 where that loss is unknown, else 0."""
 
     def prefix(self, x: Floats, at: Ints) -> Floats:
         """The sums of ``x`` (per row) over the prefixes ending at rows ``at``."""
@@ -240,7 +245,18 @@ def _rows(w: _Walk) -> _Rows | None:
     low = int(prio.min())
     span = int(prio.max()) - low + 1
     top = np.maximum.accumulate(seg * span + (prio - low)) - seg * span + low
-    return _Rows(node=node, gang=gang, seg=seg, starts=starts, slots=slots, top=top)
+    lost = t.lost[gang]
+    unknown = np.isnan(lost)
+    return _Rows(
+        node=node,
+        gang=gang,
+        seg=seg,
+        starts=starts,
+        slots=slots,
+        top=top,
+        lost=np.where(unknown, 0.0, lost),
+        unknown=unknown.astype(np.float64),
+    )
 
 
 def _domains(w: _Walk, r: _Rows, counts: Ints, doms: Ints, n_doms: int) -> list[tuple[int, int]]:
@@ -267,8 +283,7 @@ def _domains(w: _Walk, r: _Rows, counts: Ints, doms: Ints, n_doms: int) -> list[
     first = idx[_runs(r.seg[idx])[0]]  # each node's first step (nodes in run order)
     ends = ends[gain > 0]
     g, c, p = gain[gain > 0], r.count(ends), r.top[first]
-    row_lost = w.table.lost[r.gang]
-    lost = r.prefix(np.where(np.isnan(row_lost), 0.0, row_lost), ends)
+    lost = r.prefix(r.lost, ends)
     d = doms[r.node[ends]]
     o = np.lexsort((c / g, lost / g, p, d))
     d, g, c, p, lost = d[o], g[o], c[o], p[o], lost[o]
@@ -328,35 +343,29 @@ def search(
         doms, n_doms = view.domains[tier].astype(np.int64), len(view.domain_names[tier])
     banned = np.zeros(len(allowed), dtype=bool)
     for _ in range(1 + RETRIES):
-        walk = _Walk(view, table, want, pods, allowed & ~banned, useful, usable, ledger)
+        walk = _Walk(
+            view, table, want, pods, allowed & ~banned, useful, usable, ledger, enough, relieves
+        )
         r = _rows(walk)
         if r is None and enough is None:
             return None
         if r is None:  # room already somewhere: only victims that relieve the quota may help
             r = _Rows.empty()
-        best = _best(walk, r, counts, doms, n_doms, enough, relieves)
+        best = _best(walk, r, counts, doms, n_doms)
         if best is not None or not walk.blockers:
             return best
         banned[sorted(walk.blockers)] = True  # walk again without those that used the excess up
     return None
 
 
-def _best(
-    walk: _Walk,
-    r: _Rows,
-    counts: Ints,
-    doms: Ints,
-    n_doms: int,
-    enough: Callable[[], bool] | None,
-    relieves: Callable[[Gang], bool] | None,
-) -> Found | None:
+def _best(walk: _Walk, r: _Rows, counts: Ints, doms: Ints, n_doms: int) -> Found | None:
     """The best plan over the domains (see :data:`MORE_DOMAINS`), the ledger holding it."""
     best: tuple[tuple[int, int, float, int], Found] | None = None
     more = MORE_DOMAINS
     for d, bound in _domains(walk, r, counts, doms, n_doms):
         if best is not None and (bound >= best[0][0] or more <= 0):
             break
-        found = walk.within(doms == d, r, counts, enough, relieves)
+        found = walk.within(doms == d, r, counts)
         if found is None:
             if best is not None:
                 more -= 1  # every walk after the first plan counts, found or not
@@ -397,6 +406,10 @@ class _Walk:
     usable: Bools
     """Per node: a pod of the gang could run there at all."""
     ledger: Ledger
+    enough: Callable[[], bool] | None = None
+    """The gang's queue within its capability once the victims are gone (None: it is now)."""
+    relieves: Callable[[Gang], bool] | None = None
+    """A victim lowers that queue's use."""
     blockers: set[int] = field(default_factory=set)
     """Victims taken before one of their queue's was refused (see :data:`RETRIES`)."""
 
@@ -453,25 +466,16 @@ class _Walk:
         idx = np.flatnonzero((r.slots > counts[r.node]) & in_dom[r.node])
         first = idx[_runs(r.seg[idx])[0]] if len(idx) else idx
         per = np.maximum(np.minimum(r.slots[first] - counts[r.node[first]], short), 1)
-        row_lost = self.table.lost[r.gang]
-        missing = np.isnan(row_lost)
         ratio = r.count(first) / per
-        unknown = r.prefix(missing.astype(np.float64), first) / per
-        lost = r.prefix(np.where(missing, 0.0, row_lost), first) / per
+        unknown = r.prefix(r.unknown, first) / per
+        lost = r.prefix(r.lost, first) / per
         order = np.lexsort((r.node[first], ratio, lost, unknown, r.top[first]))
         keys = (r.top[first][order], unknown[order], lost[order], ratio[order])
         return first[order].tolist(), keys
 
-    def within(
-        self,
-        in_dom: Bools,
-        r: _Rows,
-        counts: Ints,
-        enough: Callable[[], bool] | None,
-        relieves: Callable[[Gang], bool] | None,
-    ) -> Found | None:
+    def within(self, in_dom: Bools, r: _Rows, counts: Ints) -> Found | None:
         """The walk inside one domain (``in_dom``: its nodes); see the module docstring."""
-        view, t, pods = self.view, self.table, self.pods
+        view, t, pods, enough = self.view, self.table, self.pods, self.enough
         free = view.free.copy()
         slots = counts.copy()
         total = int(counts[in_dom].sum())
@@ -526,13 +530,13 @@ class _Walk:
                     step = self.offer(m, free, slots, skip, pods - total)
                     if step is not None:
                         heapq.heappush(heap, (step[0], v, step[1]))
-        if total >= pods and enough is not None and relieves is not None:
-            total += self.relieve(enough, relieves, skip, taken, free, slots, in_dom)
+        if total >= pods and enough is not None and self.relieves is not None:
+            total += self.relieve(enough, self.relieves, skip, taken, free, slots, in_dom)
         if total < pods or (enough is not None and not enough()):
             for g in taken:
                 self.ledger.take(t.gangs[g], -1)
             return None
-        return Found(self.prune(taken, free, slots, total, in_dom, enough), free)
+        return Found(self.prune(taken, free, slots, total, in_dom), free)
 
     def relieve(
         self,
@@ -566,7 +570,6 @@ class _Walk:
         slots: Ints,
         total: int,
         in_dom: Bools,
-        enough: Callable[[], bool] | None,
     ) -> list[Gang]:
         """``taken`` less the victims the gang does not need, last taken first (``free`` and
         the ledger follow)."""
@@ -581,7 +584,7 @@ class _Walk:
             before = slots[rows].copy()
             delta = self.recount(rows, free, slots, in_dom)
             self.ledger.take(gang, -1)
-            if total + delta >= self.pods and (enough is None or enough()):
+            if total + delta >= self.pods and (self.enough is None or self.enough()):
                 taken.remove(g)
                 total += delta
                 continue

@@ -98,24 +98,34 @@ def test_a_rack_that_must_evict_a_higher_priority_loses_to_one_that_need_not() -
     assert _victims(b.build(), 2, within="rack") == ["b1", "b2"]
 
 
-def _random_fleet(seed: int) -> tuple[Snapshot, dict[str, tuple[int, int, dict[str, int]]]]:
-    """2 racks × 3 nodes with random gangs of queue research: name → (priority, GPUs a pod,
-    placement)."""
+SHARES = {"other1": 8, "other2": 12}
+"""Deserved GPUs of the queues reclaim takes from."""
+
+Gangs = dict[str, tuple[str, int, int, dict[str, int]]]
+"""Name → (queue, priority, GPUs a pod, placement)."""
+
+
+def _random_fleet(seed: int, queues: list[str], gangs: tuple[int, int]) -> tuple[Snapshot, Gangs]:
+    """2 racks × 3 nodes with ``gangs`` (a range) random gangs of ``queues``; queues other
+    than research get their :data:`SHARES`."""
     rng = random.Random(seed)
     b, c = _fleet(racks=2, per_rack=3)
+    for q, share in SHARES.items():
+        if q in queues:
+            c.queue(q, deserved={"gpu": share})
     free = {f"c1-h100-00{i}": 8 for i in range(6)}
-    gangs: dict[str, tuple[int, int, dict[str, int]]] = {}
-    for k in range(rng.randint(3, 10)):
+    out: Gangs = {}
+    for k in range(rng.randint(*gangs)):
         pods, gpus = rng.choice([1, 1, 2]), rng.choice([1, 2, 4, 8])
         room = [n for n, f in free.items() if f >= gpus]
         if len(room) < pods:
             continue
         nodes = rng.sample(room, pods)
         cls = rng.choice(["low", "mid", "top"])
-        name = f"g{k}"
+        queue = rng.choice(queues) if len(queues) > 1 else queues[0]
         c.running(
-            name,
-            queue="research",
+            f"g{k}",
+            queue=queue,
             pods=pods,
             gpus=gpus,
             priority_class=cls,
@@ -124,28 +134,39 @@ def _random_fleet(seed: int) -> tuple[Snapshot, dict[str, tuple[int, int, dict[s
         )
         for n in nodes:
             free[n] -= gpus
-        gangs[name] = (CLASSES[cls], gpus, {n: 1 for n in nodes})
-    return b.build(), gangs
+        out[f"g{k}"] = (queue, CLASSES[cls], gpus, {n: 1 for n in nodes})
+    return b.build(), out
 
 
-def _best(
-    gangs: dict[str, tuple[int, int, dict[str, int]]], pods: int, gpus: int, within: bool
-) -> int | None:
-    """Over every set of gangs below class high: the lowest top priority of a set whose
-    eviction lets the gang fit (0: it fits as it is), or None."""
-    allowed = [n for n, (p, _, _) in gangs.items() if p < CLASSES["high"]]
+def _valid(chosen: tuple[str, ...], gangs: Gangs) -> bool:
+    """Some order of ``chosen`` passes Volcano's reclaim rules: each victim's queue is still
+    over its deserved GPUs before it goes (best: the largest last), and preempt within research
+    takes only priorities below high."""
+    for q, share in SHARES.items():
+        sizes = [gangs[n][2] * len(gangs[n][3]) for n in chosen if gangs[n][0] == q]
+        used = sum(g * len(w) for queue, _, g, w in gangs.values() if queue == q)
+        if sizes and used - sum(sizes) + max(sizes) <= share:
+            return False
+    return all(gangs[n][1] < CLASSES["high"] for n in chosen if gangs[n][0] == "research")
+
+
+def _best(gangs: Gangs, pods: int, gpus: int, within: bool) -> int | None:
+    """Over every set of gangs the rules allow (:func:`_valid`): the lowest top priority of a
+    set whose eviction lets ``pods`` pods of ``gpus`` GPUs fit — in one rack when ``within``
+    — (0: they fit as it is), or None."""
     best = None
-    for k in range(len(allowed) + 1):
-        for chosen in itertools.combinations(allowed, k):
+    for k in range(len(gangs) + 1):
+        for chosen in itertools.combinations(gangs, k):
+            if not _valid(chosen, gangs):
+                continue
             free = {f"c1-h100-00{i}": 8 for i in range(6)}
-            for name, (_, g, where) in gangs.items():
+            for name, (_, _, g, where) in gangs.items():
                 if name not in chosen:
                     for n in where:
                         free[n] -= g
-            slots = {n: f // gpus for n, f in free.items()}
-            racks = [sum(slots[f"c1-h100-00{i}"] for i in r) for r in ((0, 1, 2), (3, 4, 5))]
+            racks = [sum(free[f"c1-h100-00{i}"] // gpus for i in r) for r in ((0, 1, 2), (3, 4, 5))]
             if (max(racks) if within else sum(racks)) >= pods:
-                top = max((gangs[n][0] for n in chosen), default=0)
+                top = max((gangs[n][1] for n in chosen), default=0)
                 best = top if best is None else min(best, top)
     return best
 
@@ -157,7 +178,7 @@ def test_a_plan_is_found_whenever_some_set_of_victims_makes_room(within: bool) -
     no higher priority than the best such set must."""
     tried = 0
     for seed in range(120):
-        snap, gangs = _random_fleet(seed)
+        snap, gangs = _random_fleet(seed, ["research"], (3, 10))
         rng = random.Random(1000 + seed)
         pods, gpus = rng.randint(1, 3), rng.choice([2, 4, 8])
         w = gang(pods, gpus, priority_class="high", within="rack" if within else None)
@@ -177,56 +198,6 @@ def test_a_plan_is_found_whenever_some_set_of_victims_makes_room(within: bool) -
     assert tried > 30
 
 
-SHARES = {"other1": 8, "other2": 12}
-"""Deserved GPUs of the queues reclaim takes from."""
-
-
-def _reclaim_fleet(
-    seed: int, own: bool
-) -> tuple[Snapshot, dict[str, tuple[str, int, int, dict[str, int]]]]:
-    """2 racks × 3 nodes with random gangs in queues other1 and other2 (and research when
-    ``own``): name → (queue, priority, GPUs a pod, placement)."""
-    rng = random.Random(seed)
-    b, c = _fleet(racks=2, per_rack=3)
-    for q, share in SHARES.items():
-        c.queue(q, deserved={"gpu": share})
-    free = {f"c1-h100-00{i}": 8 for i in range(6)}
-    gangs: dict[str, tuple[str, int, int, dict[str, int]]] = {}
-    queues = ["other1", "other2"] + (["research"] if own else [])
-    for k in range(rng.randint(4, 11)):
-        pods, gpus = rng.choice([1, 1, 2]), rng.choice([1, 2, 4, 8])
-        room = [n for n, f in free.items() if f >= gpus]
-        if len(room) < pods:
-            continue
-        nodes = rng.sample(room, pods)
-        cls, queue = rng.choice(["low", "mid", "top"]), rng.choice(queues)
-        c.running(
-            f"g{k}",
-            queue=queue,
-            pods=pods,
-            gpus=gpus,
-            priority_class=cls,
-            hours=rng.uniform(0.1, 5),
-            nodes=nodes,
-        )
-        for n in nodes:
-            free[n] -= gpus
-        gangs[f"g{k}"] = (queue, CLASSES[cls], gpus, {n: 1 for n in nodes})
-    return b.build(), gangs
-
-
-def _valid(chosen: tuple[str, ...], gangs: dict[str, tuple[str, int, int, dict[str, int]]]) -> bool:
-    """Some order of ``chosen`` passes Volcano's reclaim rules: each victim's queue is still
-    over its deserved GPUs before it goes (best: the largest last), and preempt within research
-    takes only priorities below high."""
-    for q, share in SHARES.items():
-        sizes = [gangs[n][2] * len(gangs[n][3]) for n in chosen if gangs[n][0] == q]
-        used = sum(g * len(w) for queue, _, g, w in gangs.values() if queue == q)
-        if sizes and used - sum(sizes) + max(sizes) <= share:
-            return False
-    return all(gangs[n][1] < CLASSES["high"] for n in chosen if gangs[n][0] == "research")
-
-
 @pytest.mark.parametrize("within", [False, True], ids=["anywhere", "one-rack"])
 def test_with_reclaim_a_plan_is_found_whenever_a_set_the_rules_allow_makes_room(
     within: bool,
@@ -237,28 +208,14 @@ def test_with_reclaim_a_plan_is_found_whenever_a_set_the_rules_allow_makes_room(
     rack there are no research gangs (Volcano's preempt skips such a Job; reclaim does not)."""
     tried = 0
     for seed in range(120):
-        snap, gangs = _reclaim_fleet(seed, own=not within)
+        queues = ["other1", "other2"] + ([] if within else ["research"])
+        snap, gangs = _random_fleet(seed, queues, (4, 11))
         rng = random.Random(2000 + seed)
         pods, gpus = rng.randint(1, 3), rng.choice([2, 4, 8])
         d = admit(gang(pods, gpus, priority_class="high", within="rack" if within else None), snap)
         if d.verdict == Verdict.ADMIT:
             continue
-        best = None
-        for k in range(1, len(gangs) + 1):
-            for chosen in itertools.combinations(gangs, k):
-                if not _valid(chosen, gangs):
-                    continue
-                free = {f"c1-h100-00{i}": 8 for i in range(6)}
-                for name, (_, _, g, where) in gangs.items():
-                    if name not in chosen:
-                        for n in where:
-                            free[n] -= g
-                racks = [
-                    sum(free[f"c1-h100-00{i}"] // gpus for i in r) for r in ((0, 1, 2), (3, 4, 5))
-                ]
-                if (max(racks) if within else sum(racks)) >= pods:
-                    top = max(gangs[n][1] for n in chosen)
-                    best = top if best is None else min(best, top)
+        best = _best(gangs, pods, gpus, within)
         plan = d.clusters[0].preemption if d.verdict == Verdict.PREEMPT else None
         assert (plan is not None) == (best is not None), (seed, d.reason)
         if plan is not None:
