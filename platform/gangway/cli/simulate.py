@@ -23,15 +23,57 @@ POLICY_HELP = (
 )
 
 
+GANG_POLICY_HELP = "with --gangs: comma-separated gangway, binpack, random"
+
+GangsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gangs",
+        help="instead of --pods, replay gangs over time: a gang workload CSV (name, "
+        "arrival_s, pods, gpus_per_pod, duration_s [, within, gpu_model, team]), or "
+        "'generate' for the published job-size mix (docs/simulation.md)",
+    ),
+]
+FleetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--fleet",
+        help="with --gangs: the platform config whose cluster the gangs run on, or "
+        "'example' (1,024 H100 in racks and blocks)",
+    ),
+]
+LayoutOption = Annotated[
+    str,
+    typer.Option(
+        "--layout",
+        help="with --gangs: nodes a domain of the first tier, then domains a domain of "
+        "each next tier (8,4: 8 nodes a rack, 4 racks a block)",
+    ),
+]
+LoadOption = Annotated[
+    float,
+    typer.Option("--load", help="with --gangs generate: offered GPU load, × the fleet; in (0, 5]"),
+]
+HoursOption = Annotated[
+    float,
+    typer.Option("--hours", help="with --gangs: how long to replay, hours; in (0, 8760]"),
+]
+
+
 def simulate_cmd(
     pods: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--pods",
             help="the pod list CSV: columns name, cpu_milli, memory_mib, num_gpu, gpu_milli "
             "and optionally gpu_spec (GPU models separated by |)",
         ),
-    ],
+    ] = None,
+    gangs: GangsOption = None,
+    fleet: FleetOption = None,
+    layout: LayoutOption = "8,4",
+    load: LoadOption = 1.0,
+    hours: HoursOption = 336.0,
     nodes: Annotated[
         str | None,
         typer.Option(
@@ -48,7 +90,12 @@ def simulate_cmd(
     cluster: Annotated[
         str | None, typer.Option("--cluster", help="with --snapshot: which of its clusters")
     ] = None,
-    policy: Annotated[str, typer.Option("--policy", help=POLICY_HELP)] = "random,bestfit,gangway",
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy", help=f"{POLICY_HELP} (default random,bestfit,gangway); {GANG_POLICY_HELP}"
+        ),
+    ] = None,
     seeds: Annotated[
         int, typer.Option("--seeds", help="how many seeds, 1 to 1000 (42, 43, …)")
     ] = 10,
@@ -78,10 +125,45 @@ def simulate_cmd(
     The node and pod lists are CSV with the columns of Alibaba's cluster-trace-gpu-v2023;
     for capacity planning, take the nodes from a snapshot (--snapshot FILE --cluster NAME)
     and write your own workload as a pod list.
+
+    With --gangs instead of --pods, all-or-nothing gangs (N pods × G GPUs, some held to one
+    topology domain) arrive over --hours on a --fleet built from a platform config, queue
+    until they fit, run and leave — placed by the scheduler's own decisions (gangway) and by
+    two baselines (binpack, random). Writes OUT/gang_summary.md, gang_results.csv,
+    gang_allocation.csv and gang_allocation.png (and OUT/gangs.csv when generated).
     """
+    if gangs is not None:
+        if pods is not None or nodes is not None or snapshot is not None:
+            raise PermanentError(
+                "--gangs replays gangs on a --fleet: leave out --pods, --nodes and --snapshot"
+            )
+        _simulate_gangs(gangs, fleet, cluster, layout, load, hours, policy, seeds, out)
+        return
+    _simulate_pods(pods, nodes, snapshot, fleet, cluster, policy, seeds, tune, out, jobs)
+
+
+def _simulate_pods(
+    pods: str | None,
+    nodes: str | None,
+    snapshot: str | None,
+    fleet: str | None,
+    cluster: str | None,
+    policy: str | None,
+    seeds: int,
+    tune: float,
+    out: str,
+    jobs: int,
+) -> None:
+    if pods is None:
+        raise PermanentError(
+            "give the workload: --pods FILE (one pod at a time, the FGD method) or --gangs "
+            "FILE|generate (gangs over time on a --fleet)"
+        )
+    if fleet is not None:
+        raise PermanentError("--fleet goes with --gangs; with --pods give --nodes or --snapshot")
     from gangway.scheduling.simulation.run import FIRST_SEED, Workload, check_policies
 
-    names = check_policies(policy.split(","))
+    names = check_policies((policy or "random,bestfit,gangway").split(","))
     _check_counts(seeds, jobs)
     target = _out_dir(out)
     pod_file = _file("--pods", pods)
@@ -105,6 +187,118 @@ def simulate_cmd(
         console.print(f"wrote {path}", markup=False, highlight=False)
 
 
+def _simulate_gangs(
+    source: str,
+    fleet_source: str | None,
+    cluster: str | None,
+    layout: str,
+    load: float,
+    hours: float,
+    policy: str | None,
+    seeds: int,
+    out: str,
+) -> None:
+    from gangway.scheduling.simulation.fleet import build_fleet, parse_layout
+    from gangway.scheduling.simulation.gang_workload import check_jobs, gangs_csv, read_gangs
+    from gangway.scheduling.simulation.gangs import GANG_POLICIES
+    from gangway.scheduling.simulation.run import FIRST_SEED
+
+    names = [p.strip() for p in (policy or ",".join(GANG_POLICIES)).split(",")]
+    for name in names:
+        if name not in GANG_POLICIES:
+            near = closest(name, list(GANG_POLICIES))
+            hint = f"; did you mean {near!r}?" if near else ""
+            raise PermanentError(
+                f"--policy {name!r}: with --gangs, one of {', '.join(GANG_POLICIES)}{hint}"
+            )
+    _check_counts(seeds, 1)
+    if not 0 < hours <= 8760:
+        raise PermanentError(f"--hours {hours:g}: give more than 0 and at most 8760 (a year)")
+    if not 0 < load <= 5:
+        raise PermanentError(f"--load {load:g}: give more than 0 and at most 5")
+    if fleet_source is None:
+        raise PermanentError("--gangs needs --fleet: a platform config file, or 'example'")
+    target = _out_dir(out)
+    fleet = build_fleet(fleet_source, cluster, parse_layout(layout))
+    generated = source == "generate"
+    if generated:
+        given = None
+    else:
+        path = _file("--gangs", source)
+        given = read_gangs(path)
+        check_jobs(str(path), given, fleet)
+    runs = _replay_gangs(fleet, given, names, range(FIRST_SEED, FIRST_SEED + seeds), load, hours)
+    _print_gangs(runs)
+    from gangway.scheduling.simulation.gang_report import write_gang_outputs
+    from gangway.storage import write_atomic
+
+    with_plot = _warn_machine(1, "gang_allocation.png")
+    about = [
+        f"fleet: {fleet_source} — {fleet.describe()}",
+        (
+            f"gangs: generated, offered load {load:g}, a new draw per seed"
+            if generated
+            else f"gangs: {source} ({len(given or [])} gangs)"
+        ),
+        f"{hours:g} hours; seeds {FIRST_SEED}–{FIRST_SEED + seeds - 1}",
+    ]
+    title = f"Gangs on {fleet.cluster}" + (f", load {load:g}" if generated else "")
+    written = write_gang_outputs(target, runs, title=title, about=about, with_plot=with_plot)
+    if generated:
+        from gangway.scheduling.simulation.gang_workload import generate
+
+        first = generate(fleet, load=load, hours=hours, seed=FIRST_SEED)
+        write_atomic(target / "gangs.csv", gangs_csv(first).encode())
+        written.append(target / "gangs.csv")
+    for path in written:
+        console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def _replay_gangs(
+    fleet: Any, given: list[Any] | None, names: list[str], seeds: range, load: float, hours: float
+) -> list[Any]:
+    from gangway.scheduling.simulation.gang_workload import generate
+    from gangway.scheduling.simulation.gangs import replay_gangs
+
+    horizon = round(hours * 3600)
+    workloads = {
+        s: given if given is not None else generate(fleet, load=load, hours=hours, seed=s)
+        for s in seeds
+    }
+    total = sum(len(w) for w in workloads.values()) * len(names)
+    columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("gangs"))
+    runs = []
+    try:
+        with Progress(*columns, console=err_console, transient=True) as bar:
+            task = bar.add_task("replay", total=total)
+            for s, jobs in workloads.items():
+                for name in names:
+                    advance = lambda n: bar.advance(task, n)  # noqa: E731
+                    runs.append(
+                        replay_gangs(fleet, jobs, name, seed=s, horizon_s=horizon, progress=advance)
+                    )
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted: no results written") from None
+    return runs
+
+
+def _print_gangs(runs: list[Any]) -> None:
+    from gangway.scheduling.simulation.gang_report import gang_headlines
+
+    table = Table(title="Gangs: placement quality (mean over seeds)")
+    for col in ("policy", "GPU alloc %", "tightest %", "waited, GPUs free %", "wait h (1 / multi)"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for h in gang_headlines(runs):
+        table.add_row(
+            h.policy,
+            f"{h.allocation:.1f}",
+            f"{h.tightest:.1f}",
+            f"{h.waited_with_room:.1f}",
+            f"{h.wait_one[0]:.2f} / {h.wait_multi[0]:.2f}",
+        )
+    console.print(table)
+
+
 def _check_counts(seeds: int, jobs: int) -> None:
     if seeds < 1 or seeds > 1000:
         raise PermanentError(f"--seeds {seeds}: give 1 to 1000")
@@ -112,7 +306,7 @@ def _check_counts(seeds: int, jobs: int) -> None:
         raise PermanentError(f"--jobs {jobs}: give 1 or more")
 
 
-def _warn_machine(jobs: int) -> bool:
+def _warn_machine(jobs: int, png: str = "allocation.png") -> bool:
     """Warn of what this machine lacks for the run; whether the plot can be drawn."""
     if jobs > (os.cpu_count() or 1):
         err_console.print(
@@ -123,7 +317,7 @@ def _warn_machine(jobs: int) -> bool:
     with_plot = importlib.util.find_spec("matplotlib") is not None
     if not with_plot:
         err_console.print(
-            "warning: no matplotlib here, so no allocation.png (an earlier one in --out is "
+            f"warning: no matplotlib here, so no {png} (an earlier one in --out is "
             "removed); pip install 'gangway[simulate]'",
             markup=False,
         )

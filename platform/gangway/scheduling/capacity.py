@@ -190,6 +190,12 @@ class ClusterView:
             self._profile = Profile.weighted(weights)
         return self._profile
 
+    def expect(self, profile: Profile) -> None:
+        """The pods expected next are ``profile``, not the snapshot's gangs (a simulation
+        knows its workload's mix); what was computed from the old profile is dropped."""
+        self._profile, self._packing = profile, None
+        self._losses.clear()
+
     def packing_loss(self, rows: Ints, pod: Shape, free: Ints | None = None) -> Ints | None:
         """:mod:`gangway.scheduling.packing`'s loss (in steps) of one ``pod`` on each of ``rows``
         with ``free`` (default: what is free now); None when the profile is empty. A node's

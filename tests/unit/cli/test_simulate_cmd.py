@@ -159,3 +159,70 @@ def test_out_is_checked_before_the_replay(files: tuple[Path, Path], tmp_path: Pa
                   "--out", str(tmp_path / "dangling"))  # fmt: skip
     assert res.returncode == 1 and "a link to nothing" in res.stderr, res.stderr
     assert "replaying" not in res.stderr
+
+
+@pytest.fixture(scope="module")
+def gang_result(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gangs") / "out"
+    res = gangway(
+        "simulate", "--gangs", "generate", "--fleet", "example", "--hours", "48",
+        "--seeds", "1", "--out", str(out),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr and "tightest %" in res.stdout
+    return out
+
+
+def test_gangs_end_to_end_write_the_summary_the_csvs_and_the_plot(gang_result: Path) -> None:
+    summary = (gang_result / "gang_summary.md").read_text()
+    assert "| gangway |" in summary and "| binpack |" in summary and "| random |" in summary
+    with (gang_result / "gang_allocation.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 * 48 and {r["policy"] for r in rows} == {"gangway", "binpack", "random"}
+    with (gang_result / "gang_results.csv").open() as f:
+        gangs = list(csv.DictReader(f))
+    with (gang_result / "gangs.csv").open() as f:
+        assert len(gangs) == 3 * len(list(csv.DictReader(f)))
+    assert (gang_result / "gang_allocation.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--gangs", "generate"], "--gangs needs --fleet"),
+        (
+            ["--gangs", "generate", "--fleet", "example", "--policy", "binpak"],
+            "did you mean 'binpack'",
+        ),
+        (
+            ["--gangs", "generate", "--fleet", "example", "--policy", "bestfit"],
+            "with --gangs, one of",
+        ),
+        (["--gangs", "generate", "--fleet", "example", "--layout", "8x4"], "--layout '8x4'"),
+        (["--gangs", "generate", "--fleet", "example", "--hours", "0"], "--hours 0"),
+        (["--gangs", "generate", "--fleet", "example", "--load", "9"], "--load 9"),
+        (
+            ["--gangs", "generate", "--fleet", "example", "--cluster", "trian"],
+            "did you mean 'train'",
+        ),
+        (["--gangs", "nowhere.csv", "--fleet", "example"], "nowhere.csv"),
+        (["--gangs", "generate", "--fleet", "example", "--pods", "p.csv"], "leave out --pods"),
+        (["--fleet", "example"], "give the workload"),
+    ],
+    ids=[
+        "no-fleet",
+        "policy-typo",
+        "pod-policy",
+        "layout",
+        "hours",
+        "load",
+        "cluster-typo",
+        "no-file",
+        "pods-too",
+        "no-workload",
+    ],
+)
+def test_gang_mistakes_are_one_line(args: list[str], says: str, tmp_path: Path) -> None:
+    res = gangway("simulate", *args, "--out", str(tmp_path / "o"))
+    assert res.returncode != 0 and says in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr

@@ -25,8 +25,11 @@ __all__ = [
     "TracePod",
     "never_fit",
     "nodes_of",
+    "read_csv",
     "read_nodes",
     "read_pods",
+    "unique_name",
+    "whole_number",
 ]
 
 MAX_GPUS_PER_NODE = 64
@@ -109,7 +112,10 @@ def _check_header(path: Path, header: list[str], required: tuple[str, ...]) -> N
 _WHOLE = re.compile(r"-?[0-9]+")
 
 
-def _number(path: Path, line: int, row: dict[str, str], column: str, low: int, high: int) -> int:
+def whole_number(
+    path: Path, line: int, row: dict[str, str], column: str, low: int, high: int
+) -> int:
+    """Column ``column`` of ``row`` as a whole number in ``low..high`` (ASCII digits only)."""
     raw = (row.get(column) or "").strip()
     if not _WHOLE.fullmatch(raw):
         raise PermanentError(f"{path}:{line}: column {column}: {raw!r} is not a whole number")
@@ -119,7 +125,11 @@ def _number(path: Path, line: int, row: dict[str, str], column: str, low: int, h
     return value
 
 
-def _name(path: Path, line: int, row: dict[str, str], column: str, seen: dict[str, int]) -> str:
+def unique_name(
+    path: Path, line: int, row: dict[str, str], column: str, seen: dict[str, int]
+) -> str:
+    """Column ``column`` as a name no earlier row had (``seen``: name → line); blank:
+    ``line-N``."""
     name = (row.get(column) or "").strip() or f"line-{line}"
     if name in seen:
         raise PermanentError(
@@ -133,9 +143,11 @@ def _name(path: Path, line: int, row: dict[str, str], column: str, seen: dict[st
 T = TypeVar("T")
 
 
-def _read(
+def read_csv(
     path: Path, required: tuple[str, ...], make: Callable[[int, dict[str, str]], T]
 ) -> list[T]:
+    """Every non-blank row of ``path`` (strict UTF-8 CSV with ``required`` columns) made into
+    a ``T`` by ``make(line, row)``; a mistake is one line naming the file, line and column."""
     out = [make(line, row) for line, row in _rows(path, required)]
     if not out:
         raise PermanentError(f"{path}: no rows after the header")
@@ -148,19 +160,19 @@ def read_nodes(path: Path) -> list[TraceNode]:
     seen: dict[str, int] = {}
 
     def node(line: int, row: dict[str, str]) -> TraceNode:
-        gpus = _number(path, line, row, "gpu", 0, MAX_GPUS_PER_NODE)
+        gpus = whole_number(path, line, row, "gpu", 0, MAX_GPUS_PER_NODE)
         model = (row.get("model") or "").strip()
         if gpus and not model:
             raise PermanentError(f"{path}:{line}: column model: empty for a node with GPUs")
         return TraceNode(
-            name=_name(path, line, row, "sn", seen),
-            cpu_milli=_number(path, line, row, "cpu_milli", 0, 10**9),
-            memory_mib=_number(path, line, row, "memory_mib", 0, 10**12),
+            name=unique_name(path, line, row, "sn", seen),
+            cpu_milli=whole_number(path, line, row, "cpu_milli", 0, 10**9),
+            memory_mib=whole_number(path, line, row, "memory_mib", 0, 10**12),
             gpus=gpus,
             model=model,
         )
 
-    return _read(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model"), node)
+    return read_csv(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model"), node)
 
 
 def read_pods(path: Path) -> list[TracePod]:
@@ -170,15 +182,15 @@ def read_pods(path: Path) -> list[TracePod]:
     seen: dict[str, int] = {}
 
     def pod(line: int, row: dict[str, str]) -> TracePod:
-        num_gpu = _number(path, line, row, "num_gpu", 0, MAX_GPUS_PER_NODE)
-        milli = _number(path, line, row, "gpu_milli", 0, 10**6)
+        num_gpu = whole_number(path, line, row, "num_gpu", 0, MAX_GPUS_PER_NODE)
+        milli = whole_number(path, line, row, "gpu_milli", 0, 10**6)
         if num_gpu and milli == 0:
             raise PermanentError(f"{path}:{line}: column gpu_milli: 0 for a pod with GPUs")
         spec = [m.strip() for m in (row.get("gpu_spec") or "").split("|")]
         return TracePod(
-            name=_name(path, line, row, "name", seen),
-            cpu_milli=_number(path, line, row, "cpu_milli", 0, 10**9),
-            memory_mib=_number(path, line, row, "memory_mib", 0, 10**12),
+            name=unique_name(path, line, row, "name", seen),
+            cpu_milli=whole_number(path, line, row, "cpu_milli", 0, 10**9),
+            memory_mib=whole_number(path, line, row, "memory_mib", 0, 10**12),
             num_gpu=num_gpu,
             gpu_milli=min(milli, MILLI) if num_gpu else 0,
             models=frozenset(m for m in spec if m),
@@ -186,7 +198,7 @@ def read_pods(path: Path) -> list[TracePod]:
         )
 
     required = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
-    return _read(path, required, pod)
+    return read_csv(path, required, pod)
 
 
 def nodes_of(cluster: ClusterState) -> list[TraceNode]:
