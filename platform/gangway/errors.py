@@ -36,6 +36,7 @@ __all__ = [
     "Preempted",
     "TransientError",
     "UnsupportedConstruct",
+    "chosen_cluster",
     "closest",
     "describe",
     "field_errors",
@@ -164,3 +165,17 @@ def closest(name: str, known: Iterable[str], *, cutoff: float = 0.6) -> str | No
     same = [k for k in names if k.lower() == name.lower()]
     near = same or difflib.get_close_matches(name, names, n=1, cutoff=cutoff)
     return near[0] if near else None
+
+
+def chosen_cluster(cluster: str | None, known: Iterable[str], source: str) -> str:
+    """``--cluster``'s value checked against the clusters ``source`` has (``the config``, ``the
+    snapshot``): the only one when not given; else one line naming them, with the nearest."""
+    names = sorted(known)
+    if cluster is None and len(names) == 1:
+        return names[0]
+    if cluster in names:
+        return cluster
+    near = closest(cluster or "", names)
+    hint = f"; did you mean {near!r}?" if near else ""
+    what = f"--cluster {cluster}: not in {source}" if cluster else "give --cluster"
+    raise PermanentError(f"{what} (one of {', '.join(names)}){hint}")

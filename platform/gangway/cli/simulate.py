@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from gangway.cli._output import console, err_console, output_dir
-from gangway.errors import Interrupted, PermanentError, closest
+from gangway.errors import Interrupted, PermanentError, chosen_cluster, closest
 
 __all__ = ["simulate_cmd"]
 
@@ -377,14 +377,7 @@ def _nodes(path: str | None, snapshot: str | None, cluster: str | None) -> list[
     from gangway.cli.scheduling import read_snapshot
 
     snap = read_snapshot(snapshot)
-    known = sorted(snap.clusters)
-    if cluster is None and len(known) == 1:
-        cluster = known[0]
-    if cluster not in snap.clusters:
-        near = closest(cluster or "", known)
-        hint = f"; did you mean {near!r}?" if near else ""
-        what = f"--cluster {cluster}: not in the snapshot" if cluster else "give --cluster"
-        raise PermanentError(f"{what} (one of {', '.join(known)}){hint}")
+    cluster = chosen_cluster(cluster, snap.clusters, "the snapshot")
     found = nodes_of(snap.clusters[cluster])
     if not found:
         raise PermanentError(f"--cluster {cluster}: no schedulable node in {snapshot}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gangway.config import PlatformConfig, load_config
-from gangway.errors import PermanentError, closest
+from gangway.errors import PermanentError, chosen_cluster
 from gangway.scheduling.snapshot.build import T0, from_config
 from gangway.scheduling.snapshot.cluster_state import Snapshot
 
@@ -94,14 +94,7 @@ def build_fleet(source: str, cluster: str | None, layout: Sequence[int]) -> Flee
     """The fleet of ``cluster`` (the config's only one when None) in config ``source``
     (``example``: :data:`EXAMPLE_FLEET`), empty, its nodes laid out by ``layout``."""
     cfg = _config(source)
-    known = sorted(cfg.clusters)
-    if cluster is None and len(known) == 1:
-        cluster = known[0]
-    if cluster not in cfg.clusters:
-        near = closest(cluster or "", known)
-        hint = f"; did you mean {near!r}?" if near else ""
-        what = f"--cluster {cluster}: not in the config" if cluster else "give --cluster"
-        raise PermanentError(f"{what} (one of {', '.join(known)}){hint}")
+    cluster = chosen_cluster(cluster, cfg.clusters, "the config")
     spec = cfg.clusters[cluster]
     if spec.topology.hypernodes:
         raise PermanentError(
