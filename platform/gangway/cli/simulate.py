@@ -88,7 +88,8 @@ def simulate_cmd(
         ),
     ] = None,
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="with --snapshot or --fleet: which of its clusters")
+        str | None,
+        typer.Option("--cluster", help="with --snapshot or --fleet: which of its clusters"),
     ] = None,
     policy: Annotated[
         str | None,
