@@ -88,8 +88,7 @@ def simulate_cmd(
         ),
     ] = None,
     cluster: Annotated[
-        str | None,
-        typer.Option("--cluster", help="with --snapshot or --fleet: which of its clusters"),
+        str | None, typer.Option("--cluster", help="with --snapshot or --fleet: which cluster")
     ] = None,
     policy: Annotated[
         str | None,
