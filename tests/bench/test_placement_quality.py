@@ -77,6 +77,7 @@ def test_ten_seeds_of_every_published_trace(name: str, capsys: pytest.CaptureFix
             assert abs(got[policy][i] - PUBLISHED[name][policy][i]) <= 1.0, (policy, got)
     for i in range(len(MARKS)):
         assert got["gangway"][i] >= PUBLISHED[name]["fgd"][i], got
+    assert abs(got["fgd"][0] - PUBLISHED[name]["fgd"][0]) <= 0.3, got  # FGD calibrated
 
 
 def _at_100(work: Workload, seed: int) -> list[TracePod]:
