@@ -17,11 +17,19 @@ against the published results on a real GPU-cluster trace, so what is measured i
   node either can still serve that shape or all its free GPUs are lost to it; none where the
   node's GPU model is not accepted. CPU or memory used up beside idle GPUs therefore counts as
   lost GPU room, as does a GPU left with a sliver no shape fits.
-* A placement's **loss** is how much the profile-weighted room of the node drops, counted in
-  steps of :data:`LOSS_STEP` milli-GPU. The pod goes where the loss is least; ties go to the
-  tightest fit (the least idle left on the GPU a shared pod takes, else the least idle GPU
-  capacity left on the node), then to the lowest node index. That last rule is first fit: it fills
-  nodes in a fixed order and keeps the last ones whole for the largest pods.
+* A shape that accepts only some GPU models weighs more, by its **scarcity**: the room every
+  node together has left for it were it to take any model, over the room left on the models
+  it takes (each at least one GPU's worth). GPU models are a resource, not just a filter: the
+  room of a model few GPUs have runs out long before the cluster's, and, valued by frequency
+  alone, a pod that can run on any model would take the last free GPUs of a model that the
+  pods pinned to it need (the tightest fit is often a small node of that model). A shape that
+  takes any model has a scarcity of 1.
+* A placement's **loss** is how much the node's room drops, each shape's room weighted by its
+  frequency times its scarcity, counted in steps of :data:`LOSS_STEP` milli-GPU. The pod goes
+  where the loss is least; ties go to the tightest fit (the least idle left on the GPU a shared
+  pod takes, else the least idle GPU capacity left on the node), then to the lowest node
+  index. That last rule is first fit: it fills nodes in a fixed order and keeps the last ones
+  whole for the largest pods.
 
 :class:`Packer` holds a profile and a cluster's state as arrays and recomputes a node's room only
 when its row changed: one pod takes 0.23 ms (median) at 1,213 nodes, 1.1 ms at 12,130.
@@ -38,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "DISTINCT_AT",
     "LOSS_STEP",
     "MAX_SHAPES",
     "MILLI",
@@ -55,6 +64,12 @@ MILLI = 1000
 LOSS_STEP = 150.0
 """Losses within the same step (milli-GPU) count as equal, so the tightest fit and then first
 fit decide between them (chosen on the trace: docs/simulation.md)."""
+
+DISTINCT_AT = 256
+""":meth:`Packer.choose` over more candidates than this scores one node of each distinct
+state (free CPU, memory, each GPU's idle milli, model): nodes alike lose alike, and the lowest
+index among them is the one the tie-break would take. A busy fleet has few distinct states
+(full nodes, empty ones), so a choice among 12,000 nodes scores hundreds."""
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.floating[Any]]
@@ -197,6 +212,12 @@ class Packer:
     when not given); None when every shape takes any."""
     arrays: Columns | None = None
     """The profile as columns (:meth:`Columns.of`, worked out when not given)."""
+    scarcity: bool | None = None
+    """Weigh pinned shapes by their scarcity (the module docstring), worked out over ``nodes``,
+    which must then be the whole cluster. None: on, unless ``arrays`` is given —
+    :mod:`gangway.scheduling.capacity` gives it to packers over the few nodes whose loss it has
+    not yet kept, and keeps a node's loss per node state, which a cluster-wide scarcity would
+    break; it gets the profile's weights as they are."""
     _p: Columns = field(init=False)
     _access: Counts | None = field(init=False)
     _rooms: Counts = field(init=False)
@@ -204,6 +225,15 @@ class Packer:
     _copies: Counts = field(init=False)
     """(nodes, shapes): copies of each shared shape the node's GPUs take (CPU aside)."""
     _seen: tuple[Ints, Ints, Ints] = field(init=False)
+    _state: Ints = field(init=False)
+    """(nodes,): each node's state id (:data:`DISTINCT_AT`); equal ids, equal rows."""
+    _states: dict[bytes, int] = field(init=False)
+    _anywhere: Counts | None = field(init=False)
+    """(nodes, shapes): each node's room for each shape were it to take any model; None
+    when :attr:`scarcity` is off or every shape takes any."""
+    _left: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] = field(init=False)
+    """(shapes,) twice: the room every node together has left for each shape, on the models
+    it takes and on any (exact: whole numbers in float64); empty without :attr:`_anywhere`."""
 
     def __post_init__(self) -> None:
         n = self.nodes
@@ -213,10 +243,30 @@ class Packer:
         self._p = self.arrays or Columns.of(self.profile)
         self._access = self.access if self.access is not None else access_of(self.profile, n)
         self._seen = (n.cpu.copy(), n.memory.copy(), n.gpu_idle.copy())
+        self._states = {}
+        self._state = self._state_ids(np.arange(len(n.cpu)))
         self._copies = self._copies_of(n.gpu_idle)
-        self._rooms = self._rooms_of(
-            n.cpu, n.memory, self._copies, (n.gpu_idle == MILLI).sum(1), self._access
+        if self.scarcity is None:
+            self.scarcity = self.arrays is None
+        full = (n.gpu_idle == MILLI).sum(1)
+        if self.scarcity and self._access is not None:
+            self._anywhere = self._rooms_of(n.cpu, n.memory, self._copies, full, None)
+            self._rooms = self._anywhere * self._access
+            self._left = (_sum(self._rooms), _sum(self._anywhere))
+        else:
+            self._anywhere, self._left = None, (np.zeros(0), np.zeros(0))
+            self._rooms = self._rooms_of(n.cpu, n.memory, self._copies, full, self._access)
+
+    def _state_ids(self, rows: Ints) -> Ints:
+        """The state id of each of ``rows`` as they are now (new states get new ids)."""
+        n = self.nodes
+        key = np.concatenate(
+            (n.cpu[rows, None], n.memory[rows, None], n.model[rows, None], n.gpu_idle[rows]),
+            axis=1,
+            dtype=np.int64,
         )
+        ids = [self._states.setdefault(k.tobytes(), len(self._states)) for k in key]
+        return np.array(ids, dtype=np.int64)
 
     def _copies_of(self, idle: Ints) -> Counts:
         free = np.maximum(idle, 0).astype(F32)
@@ -243,14 +293,38 @@ class Packer:
         if not len(rows):
             return
         cpu[rows], mem[rows], idle[rows] = n.cpu[rows], n.memory[rows], n.gpu_idle[rows]
+        self._state[rows] = self._state_ids(rows)
         self._copies[rows] = self._copies_of(n.gpu_idle[rows])
-        self._rooms[rows] = self._rooms_of(
-            n.cpu[rows],
-            n.memory[rows],
-            self._copies[rows],
-            (n.gpu_idle[rows] == MILLI).sum(1),
-            None if self._access is None else self._access[rows],
+        full = (n.gpu_idle[rows] == MILLI).sum(1)
+        if self._anywhere is None:
+            access = None if self._access is None else self._access[rows]
+            self._rooms[rows] = self._rooms_of(
+                n.cpu[rows], n.memory[rows], self._copies[rows], full, access
+            )
+            return
+        assert self._access is not None
+        pinned, anywhere = self._left
+        pinned -= _sum(self._rooms[rows])
+        anywhere -= _sum(self._anywhere[rows])
+        self._anywhere[rows] = self._rooms_of(
+            n.cpu[rows], n.memory[rows], self._copies[rows], full, None
         )
+        self._rooms[rows] = self._anywhere[rows] * self._access[rows]
+        pinned += _sum(self._rooms[rows])
+        anywhere += _sum(self._anywhere[rows])
+
+    def weights(self) -> Counts:
+        """What a milli-GPU of room for each shape is worth now: its weight in the profile,
+        times its scarcity (1 for a shape that takes any model, and for every shape when
+        :attr:`scarcity` is off)."""
+        self._refresh()
+        p = self._p
+        if self._anywhere is None:
+            return p.weight
+        pinned, anywhere = self._left
+        scarcity = np.maximum(anywhere, MILLI) / np.maximum(pinned, MILLI)
+        value: Counts = (p.weight * scarcity).astype(F32)
+        return value
 
     def room(self) -> Floats:
         """Each node's profile-weighted room now (milli-GPU)."""
@@ -259,7 +333,12 @@ class Packer:
         return value
 
     def choose(self, pod: Shape, candidates: Ints) -> Choice:
-        """Where ``pod`` goes among ``candidates`` (node indexes it fits on; at least one)."""
+        """Where ``pod`` goes among ``candidates`` (node indexes it fits on, ascending; at
+        least one)."""
+        if len(candidates) > DISTINCT_AT:  # one node of each state: the lowest-index one
+            self._refresh()
+            _, first = np.unique(self._state[candidates], return_index=True)
+            candidates = candidates[np.sort(first)]
         rows, gpu, loss, tight = self.losses(pod, candidates)
         best = int(np.lexsort((rows, tight, np.floor(loss / LOSS_STEP)))[0])
         node = int(rows[best])
@@ -271,7 +350,7 @@ class Packer:
     def losses(self, pod: Shape, candidates: Ints) -> tuple[Ints, Ints, Floats, Ints]:
         """Every way to place ``pod`` on ``candidates``: (node, GPU for a shared pod else −1,
         loss, tightness), one row per distinct option."""
-        self._refresh()
+        weight = self.weights()
         n, c, p = self.nodes, np.asarray(candidates, dtype=np.int64), self._p
         cpu, mem = n.cpu[c] - pod.cpu, n.memory[c] - pod.memory
         idle = n.gpu_idle[c]
@@ -286,15 +365,21 @@ class Packer:
             )
             access = None if self._access is None else self._access[c[k]]
             after = self._rooms_of(cpu[k], mem[k], copies, full[k] - (idle[k, g] == MILLI), access)
-            loss = (self._rooms[c[k]] - after) @ p.weight
+            loss = (self._rooms[c[k]] - after) @ weight
             return c[k], g, loss, idle[k, g] - pod.gpu_milli
         rest = np.floor(F32(MILLI - pod.gpu_milli) / p.share) if pod.gpus else F32(0)
         copies = (self._copies[c] - F32(pod.gpus) * (p.per_full - rest)).astype(F32)
         access = None if self._access is None else self._access[c]
         after = self._rooms_of(cpu, mem, copies, full - pod.gpus, access)
         left = np.maximum(idle, 0).sum(1) - pod.total_milli
-        loss = (self._rooms[c] - after) @ p.weight
+        loss = (self._rooms[c] - after) @ weight
         return c, np.full(len(c), -1, dtype=np.int64), loss, left
+
+
+def _sum(rooms: Counts) -> npt.NDArray[np.float64]:
+    """(shapes,): rooms summed over the rows, exactly (whole numbers in float64)."""
+    total: npt.NDArray[np.float64] = rooms.sum(axis=0, dtype=np.float64)
+    return total
 
 
 def _distinct_fits(idle: Ints, milli: int) -> tuple[Ints, Ints]:

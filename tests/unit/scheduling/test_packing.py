@@ -80,6 +80,39 @@ def test_capacity_only_some_pods_accept_is_kept_for_them() -> None:
     assert choose(nodes, profile, one_gpu())[0] == 1  # the V100 stays for the V100-only pods
 
 
+def test_the_last_gpus_of_a_model_pinned_pods_need_are_kept_for_them() -> None:
+    # One pod in ten must have a T4, and the T4 node has two GPUs of the ten. Valued by
+    # frequency alone, the T4 node loses hardly more room than the G2 node, and the tighter
+    # fit takes it; T4 room is five times scarcer than room on any model: the G2 node.
+    g2 = (96000, 393216, FULL, "G2")
+    t4 = (104000, 524288, [1000, 1000], "T4")
+    profile = Profile.of([one_gpu()] * 9 + [one_gpu(model="T4")])
+    assert choose(cluster(g2, t4), profile, one_gpu())[0] == 0
+    unaware = Packer(profile, cluster(g2, t4), scarcity=False)
+    assert unaware.choose(one_gpu(), np.arange(2)).node == 1
+
+
+def test_scarcity_is_the_room_left_on_any_model_over_that_on_the_models_taken() -> None:
+    g2 = (96000, 393216, FULL, "G2")
+    t4 = (104000, 524288, [1000, 1000], "T4")
+    profile = Profile.of([one_gpu()] * 3 + [one_gpu(model="T4")])
+    weights = Packer(profile, cluster(g2, t4)).weights()
+    assert weights.tolist() == [0.75, 0.25 * 10 / 2]  # 10 GPUs fit it on any model, 2 on T4
+    assert Packer(profile, cluster(g2, t4), scarcity=False).weights().tolist() == [0.75, 0.25]
+    assert Packer(Profile.of([one_gpu()]), cluster(g2, t4)).weights().tolist() == [1.0]
+
+
+def test_scarcity_follows_the_cluster_as_it_fills() -> None:
+    nodes = cluster((96000, 393216, FULL, "G2"), (104000, 524288, [1000, 1000], "T4"))
+    profile = Profile.of([one_gpu()] * 3 + [one_gpu(model="T4"), EIGHT])
+    packer = Packer(profile, nodes)
+    for node, gpu in [(1, 0), (0, 0), (0, 3), (1, 1)]:
+        nodes.gpu_idle[node, gpu] = 0
+        nodes.cpu[node] -= 8000
+        assert packer.weights().tolist() == Packer(profile, nodes).weights().tolist()
+    assert packer.weights()[1] == pytest.approx(0.2 * 6)  # no T4 left: one GPU's worth
+
+
 def test_ties_go_to_the_tightest_then_the_lowest_node() -> None:
     same = (96000, 393216, FULL, "G2")
     assert choose(cluster(same, same, same), Profile.of([]), one_gpu()) == (0, (0,))
@@ -164,3 +197,38 @@ def test_every_choice_is_a_feasible_node_and_gpus_that_hold_the_pod(
         assert idle[choice.node, g] >= (pod.gpu_milli if pod.shared else MILLI)
     _, _, loss, _ = packer.losses(pod, ok)
     assert np.all(loss >= -1e-3)  # taking capacity never adds room
+
+
+def test_a_choice_among_many_scores_each_state_once_and_chooses_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above DISTINCT_AT candidates, one node of each state is scored — the lowest-index one,
+    which the tie-break would take — and every choice is what scoring all of them gives."""
+    import gangway.scheduling.packing as packing
+
+    rng = np.random.default_rng(5)
+    states = [(96000, 786432, list(rng.choice([0, 190, 500, MILLI], 8)), m) for m in "ab" * 4]
+    nodes = cluster(*(states[int(i)] for i in rng.integers(0, len(states), 600)))
+    profile = Profile.of([one_gpu(milli=190), one_gpu(), EIGHT, Shape(4000, 16384)])
+    pods = [one_gpu(milli=190), one_gpu(), one_gpu(model="a"), Shape(4000, 16384), EIGHT]
+    picks: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+    for at in (10**9, 50):
+        monkeypatch.setattr(packing, "DISTINCT_AT", at)
+        work = Nodes(
+            nodes.cpu.copy(), nodes.memory.copy(), nodes.gpu_idle.copy(), nodes.model, nodes.models
+        )
+        packer = Packer(profile, work)
+        for k in range(40):
+            pod = pods[k % len(pods)]
+            ok = np.flatnonzero(
+                (work.cpu >= pod.cpu)
+                & ((work.gpu_idle >= max(pod.gpu_milli, 1)).sum(1) >= pod.gpus)
+            )
+            if not len(ok):
+                continue
+            c = Packer.choose(packer, pod, ok)
+            picks.setdefault(at, []).append((c.node, c.gpus))
+            work.cpu[c.node] -= pod.cpu
+            for g in c.gpus:
+                work.gpu_idle[c.node, g] -= pod.gpu_milli
+    assert len(picks[50]) > 30 and picks[50] == picks[10**9]
