@@ -50,6 +50,25 @@ def test_one_seed_of_gangways_rule_on_the_default_trace_passes_fgds_published_me
     assert at100 >= fgd100 and at130 >= fgd130, (at100, at130)
 
 
+FGD_GPUSPEC33 = (90.02, 94.74)
+"""The calibrated FGD's 10-seed means on gpuspec33 at 100 % / 130 %, measured by
+tests/bench/test_placement_quality.py (FGD takes over a minute a seed there: too slow for
+the default suite, so one seed of the rule is held to its benchmark mean)."""
+
+
+def test_one_seed_where_a_third_of_gpu_pods_are_pinned_gangways_rule_passes_fgd() -> None:
+    """GPU models are a resource: with pods pinned as the FGD artifact's gpuspec files pin
+    them (half to T4), the rule without scarcity fell 2.5 points below FGD at 100 %."""
+    from dataclasses import replace
+
+    from tests.bench.variants import variant
+
+    base = trace("default")
+    work = replace(base, pods=tuple(variant("gpuspec33", base.pods, base.nodes)))
+    (run,) = simulate(work, ["gangway"], range(42, 43))
+    assert run.curve[100] > FGD_GPUSPEC33[0] + 2 and run.curve[130] >= FGD_GPUSPEC33[1], run.curve
+
+
 def test_no_policy_passes_the_packing_bound_and_gangways_rule_is_near_it() -> None:
     from gangway.scheduling.simulation.bound import allocation_bound, pods_until
 
