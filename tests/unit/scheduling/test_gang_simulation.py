@@ -128,3 +128,11 @@ def test_a_bad_layout_or_fleet_is_one_line() -> None:
         build_fleet("nowhere.yaml", None, (8, 4))
     with pytest.raises(PermanentError, match="did you mean 'train'"):
         build_fleet("example", "trian", (8, 4))
+
+
+def test_gangs_arriving_after_the_horizon_are_left_out(fleet) -> None:  # type: ignore[no-untyped-def]
+    jobs = [_job("early", 0, 1, 8, hours=1), _job("late", 7200, 1, 8, hours=1)]
+    run = replay_gangs(fleet, jobs, "gangway", seed=1, horizon_s=3600)
+    assert [r.job.name for r in run.records] == ["early"]
+    (h,) = gang_headlines([run])
+    assert h.not_started == 0 and h.wait_one[0] == 0.0

@@ -235,7 +235,9 @@ def replay_gangs(
     progress: Callable[[int], None] | None = None,
 ) -> GangRun:
     """Replay ``jobs`` (in arrival order) on ``fleet`` with ``policy`` (one of
-    :data:`GANG_POLICIES`) until ``horizon_s``; see the module docstring."""
+    :data:`GANG_POLICIES`) until ``horizon_s``; see the module docstring. Gangs arriving
+    after the horizon are left out (they would count as waits of negative length)."""
+    jobs = [j for j in jobs if j.arrival_s <= horizon_s]
     r = _Replay(fleet, jobs, policy, seed)
     records = [GangRecord(j) for j in jobs]
     events: list[tuple[float, int, int]] = [(j.arrival_s, 1, i) for i, j in enumerate(jobs)]
