@@ -53,6 +53,7 @@ __all__ = [
     "add_request",
     "assign",
     "deserved_share",
+    "fill",
     "fit",
     "pod_shape",
     "view_of",
@@ -415,7 +416,7 @@ class Assignment:
     """Free pod slots of this shape left in the domain afterwards (fragmentation)."""
 
 
-def _fill(counts: Ints, order: Ints, pods: int) -> dict[int, int]:
+def fill(counts: Ints, order: Ints, pods: int) -> dict[int, int]:
     """Pods onto nodes in ``order``, each taking what it can, until the gang is placed."""
     out: dict[int, int] = {}
     left = pods
@@ -457,7 +458,7 @@ def assign(
             )
             order = members[np.lexsort(keys if loss is None else (*keys, loss))]
             name = view.domain_names[t][best]
-            return Assignment(tiers[t], name, _fill(counts, order, pods), int(left[best]))
+            return Assignment(tiers[t], name, fill(counts, order, pods), int(left[best]))
     if within is not None or int(counts.sum()) < pods:
         return None
     members = np.flatnonzero(counts > 0)
@@ -467,7 +468,7 @@ def assign(
         room = np.bincount(top, weights=counts)[top[members]].astype(np.int64)
         keys += (top[members].astype(np.int64), -room)
     order = members[np.lexsort(keys)]
-    return Assignment(None, None, _fill(counts, order, pods), int(counts.sum()) - pods)
+    return Assignment(None, None, fill(counts, order, pods), int(counts.sum()) - pods)
 
 
 @dataclass(frozen=True)

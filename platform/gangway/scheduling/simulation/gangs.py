@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gangway.scheduling.admission import Verdict
-from gangway.scheduling.capacity import ClusterView, fit, pod_shape, view_of
+from gangway.scheduling.capacity import ClusterView, fill, fit, pod_shape, view_of
 from gangway.scheduling.packing import Profile, Shape
 from gangway.scheduling.placement import place
 from gangway.scheduling.simulation.fleet import CPU_PER_GPU, MEMORY_PER_GPU_GI, Fleet
@@ -98,17 +98,6 @@ def _domains_that_fit(view: ClusterView, counts: Ints, pods: int, tier: int | No
     return np.where(cap[ids] >= pods, ids, -1)
 
 
-def _fill(counts: Ints, order: Ints, pods: int) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for i in order:
-        k = int(min(counts[i], pods - sum(out.values())))
-        if k > 0:
-            out[int(i)] = k
-        if sum(out.values()) >= pods:
-            break
-    return out
-
-
 def _binpack(
     view: ClusterView, counts: Ints, pods: int, tier: int | None, _: np.random.Generator
 ) -> dict[int, int]:
@@ -117,7 +106,7 @@ def _binpack(
     first = min((int(d) for d in np.unique(ok[ok >= 0])), key=lambda d: names[d])
     members = np.flatnonzero((ok == first) & (counts > 0))
     gpus = view.free[members, 2]
-    return _fill(counts, members[np.lexsort((members, gpus))], pods)
+    return fill(counts, members[np.lexsort((members, gpus))], pods)
 
 
 def _random(
@@ -126,7 +115,7 @@ def _random(
     ok = _domains_that_fit(view, counts, pods, tier)
     chosen = rng.choice(np.unique(ok[ok >= 0]))
     members = np.flatnonzero((ok == chosen) & (counts > 0))
-    return _fill(counts, rng.permutation(members), pods)
+    return fill(counts, rng.permutation(members), pods)
 
 
 BASELINES: dict[str, Chooser] = {"binpack": _binpack, "random": _random}
