@@ -40,6 +40,8 @@ from components.corpus import open_corpus, train_batch
 from components.model import GPT
 from gangway.contract import tag
 from gangway.errors import Preempted
+from gangway.step.metrics import StepMetrics
+from gangway.step.progress import eta_seconds
 from gangway.step.tracking import CheckpointRef, StepTracker
 
 __all__ = ["Trainer"]
@@ -57,6 +59,7 @@ class LoopState:
     skipped: list[dict[str, Any]] = field(default_factory=list)  # unusable ones, set aside
     last: dict[str, Any] = field(default_factory=dict)  # the last window's throughput
     checkpoint_s: float = 0.0  # time spent writing checkpoints this run
+    last_save_s: float = 0.0  # the last checkpoint's, for the ETA
     t_start: float = 0.0
 
 
@@ -75,6 +78,10 @@ class Trainer:
         cache: Path,
     ) -> None:
         self.cfg, self.ranks, self.track = cfg, ranks, track
+        track.running()  # the rendezvous is done: every rank of the gang runs
+        self.metrics = StepMetrics(rank=ranks.rank)
+        """Per-rank progress on every rank; the gang's own numbers from rank 0 (``lead``)."""
+        self.lead = ranks.rank == 0
         self.at = f"start-up (model, DDP, resume), {ranks.device}"
         self.checkpoints_uri = checkpoints_uri
         self.corpus = open_corpus(data_uri, cache / "data")
@@ -109,6 +116,9 @@ class Trainer:
         )
         self.vote = StopVote(ranks)
         self.state.t_start = time.perf_counter()
+        self.metrics.set("gangway_train_step", self.state.start)
+        if self.lead:
+            self.metrics.set("gangway_train_target_steps", cfg.steps)
 
     def _state_dict(self) -> dict[str, Any]:
         msd, osd = get_state_dict(self.model, self.opt)
@@ -133,6 +143,8 @@ class Trainer:
             self.model, self.opt, model_state_dict=state["model"], optim_state_dict=state["optim"]
         )
         self.state.start = self.state.resumed_from = found.step
+        if self.lead:
+            self.metrics.inc("gangway_train_resumes_total")
         self.track.use_checkpoint(
             CheckpointRef(uri=found.uri, step=found.step, digest=found.digest)
         )
@@ -183,6 +195,7 @@ class Trainer:
                 self._preempt(step)
             self._step(step)
             done = step + 1
+            self.metrics.set("gangway_train_step", done)
             if done % self.cfg.log_every == 0 or done == self.cfg.steps:
                 self._log_window(step)
             if done % self.cfg.checkpoint_every == 0 or done == self.cfg.steps:
@@ -261,6 +274,26 @@ class Trainer:
         record: dict[str, Any] = {"step": done, "loss": round(loss, 4), "lr": _lr(self.cfg, step)}
         record.update({k: _round(v) for k, v in speed.items() if v is not None})
         _log(self.ranks.rank, record)
+        if self.lead:
+            self._export_window(done, loss, speed)
+
+    def _export_window(self, done: int, loss: float, speed: dict[str, float | None]) -> None:
+        """The window's numbers as metrics, and the ETA at its step time."""
+        m, cfg = self.metrics, self.cfg
+        m.set("gangway_train_loss", loss)
+        m.set("gangway_train_tokens_per_second", speed["tokens_per_s"] or 0.0)
+        if speed["mfu"] is not None:
+            m.set("gangway_train_mfu_ratio", speed["mfu"])
+        step_s = speed["step_time_s"] or 0.0
+        m.observe("gangway_train_step_duration_seconds", step_s)
+        eta = eta_seconds(
+            done,
+            cfg.steps,
+            step_s,
+            checkpoint_every=cfg.checkpoint_every,
+            checkpoint_seconds=self.state.last_save_s,
+        )
+        m.set("gangway_train_eta_seconds", eta)
 
     def _save_checkpoint(self, step: int) -> None:
         """Commit a checkpoint at ``step`` (a collective), record it for lineage, prune. Its
@@ -289,6 +322,10 @@ class Trainer:
         took = time.perf_counter() - t0
         self.speed.paused += took
         self.state.checkpoint_s += took
+        self.state.last_save_s = took
+        if self.lead:
+            self.metrics.set("gangway_checkpoint_last_complete_time_seconds", time.time())
+            self.metrics.observe("gangway_checkpoint_save_duration_seconds", took)
         self.track.log_metric("checkpoint_s", took, step)
         _log(
             self.ranks.rank,

@@ -29,6 +29,7 @@ from gangway.contract import ENV_PIPELINE, tag
 from gangway.errors import NotFoundError, PermanentError
 from gangway.step import emit, main_wrapper
 from gangway.step.interface import CheckpointUri
+from gangway.step.metrics import StepMetrics
 from gangway.step.tracking import CheckpointRef, StepTracker
 
 __all__ = ["evaluate"]
@@ -56,6 +57,8 @@ def evaluate(
     corpus = open_corpus(data_uri, cache / "data")
     results: list[dict[str, Any]] = []
     unusable: list[dict[str, str]] = []
+    progress = StepMetrics()
+    progress.items_start(len(checkpoint_uris))
     for uri in checkpoint_uris:
         t0 = time.perf_counter()
         try:
@@ -65,6 +68,7 @@ def evaluate(
             why = str(e) if uri in str(e) else f"{uri}: {e}"
             print(f"warning: skipping a checkpoint: {why}", file=sys.stderr, flush=True)
             unusable.append({"uri": uri, "error": why})
+            progress.items_done()
             continue
         total, count = torch.zeros((), device=device, dtype=torch.float64), 0
         with inference_mode(device, where=f"evaluating {uri}", batch_size=batch_size):
@@ -90,6 +94,7 @@ def evaluate(
             }
         )
         del model  # one checkpoint's weights at a time on the device
+        progress.items_done()
         print(f"evaluated step {ckpt.step}: loss {loss:.4f} ppl {math.exp(loss):.2f}", flush=True)
     if not results:
         raise PermanentError(

@@ -30,6 +30,7 @@ from gangway import storage
 from gangway.contract import tag
 from gangway.errors import PermanentError
 from gangway.step import emit, main_wrapper
+from gangway.step.metrics import StepMetrics
 from gangway.step.tracking import CheckpointRef, StepTracker
 
 __all__ = ["MODES", "infer_shard", "read_documents", "split_inputs"]
@@ -111,18 +112,22 @@ def infer_shard(
         file=sys.stderr,
         flush=True,
     )
+    progress = StepMetrics()
+    progress.items_start(len(docs) * (2 if mode == "both" else 1))
     with inference_mode(device, where=f"inference on {input_uri}", batch_size=batch_size):
         if mode in ("score", "both"):
             for row, (loss, _) in zip(rows, score_documents(model, texts, batch_size), strict=True):
                 if loss is not None:
                     row["loss"] = round(loss, 6)
                     row["perplexity"] = round(math.exp(loss), 4)
+            progress.items_done(len(docs))
         if mode in ("generate", "both"):
             prompts = [t[:prompt_bytes] or b"\n" for t in texts]
             for row, out in zip(
                 rows, continue_documents(model, prompts, max_new_tokens, batch_size), strict=True
             ):
                 row["continuation"] = out.decode("utf-8", errors="replace")
+            progress.items_done(len(docs))
     storage.write_bytes(output_uri, "".join(json.dumps(r) + "\n" for r in rows).encode())
     scored = [r["loss"] for r in rows if "loss" in r]
     return {

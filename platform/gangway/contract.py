@@ -22,12 +22,18 @@ from __future__ import annotations
 __all__ = [
     "ENV_EXIT_DIR",
     "ENV_GPUS",
+    "ENV_GPU_MODEL",
     "ENV_LINEAGE_REPLAY",
     "ENV_LINEAGE_SPOOL",
     "ENV_LOCAL_RUN",
+    "ENV_METRICS_DIR",
+    "ENV_METRICS_PORT",
     "ENV_OUTPUTS",
     "ENV_PIPELINE",
+    "ENV_QUEUE",
     "ENV_STEP",
+    "ENV_SUBMITTED_MS",
+    "ENV_TEAM",
     "ENV_TRACKING_URI",
     "ENV_WORKFLOW_PARAMS",
     "EXIT_KILLED",
@@ -39,6 +45,8 @@ __all__ = [
     "HERA_OUTPUTS",
     "LABEL_PREFIX",
     "LINEAGE_SPOOL",
+    "METRICS_PORT",
+    "METRICS_PORT_NAME",
     "OUT_DIR",
     "PIPELINE_LABEL",
     "PRIORITY_CLASS_PARAM",
@@ -87,6 +95,8 @@ SEMAPHORE_CONFIGMAP = "gangway-semaphores"
 
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_PIPELINE = "GANGWAY_PIPELINE"
+ENV_TEAM = "GANGWAY_TEAM"
+ENV_QUEUE = "GANGWAY_QUEUE"
 ENV_WORKFLOW_PARAMS = "GANGWAY_WORKFLOW_PARAMS"
 ENV_LINEAGE_SPOOL = "GANGWAY_LINEAGE_SPOOL"
 ENV_LOCAL_RUN = "GANGWAY_LOCAL_RUN"
@@ -101,8 +111,25 @@ ENV_OUTPUTS = "GANGWAY_OUTPUTS"
 ENV_GPUS = "GANGWAY_GPUS"
 """How many GPUs the pod was given (its ``nvidia.com/gpu`` limit): a step refuses to start when
 CUDA sees fewer (:func:`components.devices.step_device`), instead of running on the CPU."""
+ENV_METRICS_DIR = "GANGWAY_METRICS_DIR"
+"""Where a step process writes its Prometheus samples (prometheus-client's multiprocess files,
+which outlive a SIGKILLed process): set by ``gangway run`` for the whole run, and in a pod by
+whatever serves them (:mod:`gangway.step.metrics`). Unset, a step records no metrics and never
+imports prometheus-client."""
+ENV_METRICS_PORT = "GANGWAY_METRICS_PORT"
+"""On a cluster: the port a step's pod serves ``/metrics`` on (:data:`METRICS_PORT`)."""
+ENV_SUBMITTED_MS = "GANGWAY_SUBMITTED_MS"
+"""When this attempt was submitted (Unix ms): locally, when the gang's Job was created; the
+attempt's queue wait is from then until its processes all run (:mod:`gangway.step.tracking`)."""
+ENV_GPU_MODEL = "GANGWAY_GPU_MODEL"
+"""The GPU model a GPU pod's nodes have (the ``gpu_product`` it selects), for usage by model."""
 ENV_EXIT_DIR = "GANGWAY_EXIT_DIR"
 """Set by the gang launcher (:mod:`gangway.step.launch`): where each rank writes its exit code."""
+
+METRICS_PORT = 9400
+"""The container port every Gangway step pod serves its metrics on."""
+METRICS_PORT_NAME = "metrics"
+"""That port's name, which the PodMonitor selects."""
 
 LINEAGE_SPOOL = "{{workflow.parameters.storage-root}}/runs/{{workflow.uid}}/lineage"
 """Where steps spool lineage records until MLflow has them (see :mod:`gangway.step.tracking`)."""
@@ -120,6 +147,8 @@ WORKFLOW_IDENTITY_ENV: dict[str, str] = {
 STEP_ENV: dict[str, str] = {
     ENV_TRACKING_URI: "{{workflow.parameters.mlflow-tracking-uri}}",
     ENV_PIPELINE: "{{workflow.labels." + PIPELINE_LABEL + "}}",
+    ENV_TEAM: "{{workflow.labels." + TEAM_LABEL + "}}",
+    ENV_QUEUE: "{{workflow.labels." + QUEUE_LABEL + "}}",
     WORKFLOW_IDENTITY_ENV["name"]: "{{workflow.name}}",
     WORKFLOW_IDENTITY_ENV["uid"]: "{{workflow.uid}}",
     WORKFLOW_IDENTITY_ENV["namespace"]: "{{workflow.namespace}}",
@@ -128,6 +157,7 @@ STEP_ENV: dict[str, str] = {
     WORKFLOW_IDENTITY_ENV["image"]: "{{workflow.parameters.image}}",
     ENV_LINEAGE_SPOOL: LINEAGE_SPOOL,
     ENV_LINEAGE_REPLAY: "later",
+    ENV_METRICS_PORT: str(METRICS_PORT),
 }
 """The environment every step receives, as Argo placeholders (in this order)."""
 

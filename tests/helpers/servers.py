@@ -204,3 +204,72 @@ def serve(registry: FakeRegistry) -> Iterator[str]:
 def runtime_registry() -> FakeRegistry:
     """A registry holding ``gangway/runtime:v1`` (an OCI index whose digest is DIGEST)."""
     return FakeRegistry(manifests={("gangway/runtime", "v1"): INDEX})
+
+
+PROMETHEUS_INSTALL = "apt-get install prometheus (Debian's package; it brings promtool)"
+
+
+def prometheus_binary(name: str = "prometheus") -> str:
+    """The path of Debian's ``prometheus`` (or ``promtool``); the test skips, naming the
+    install command, where it is absent."""
+    import shutil
+
+    import pytest
+
+    found = shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed: {PROMETHEUS_INSTALL}")
+    return found
+
+
+@contextmanager
+def prometheus_server(root: Path, targets: list[str], interval: str = "1s") -> Iterator[str]:
+    """A real Prometheus on 127.0.0.1 scraping ``targets`` (``HOST:PORT``, their ``/metrics``)
+    every ``interval``, its data under ``root``; yields its URL once it is ready."""
+    import urllib.request
+
+    binary = prometheus_binary()
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "prometheus.yml"
+    config.write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": interval, "evaluation_interval": interval},
+                "scrape_configs": [
+                    {"job_name": "gangway", "static_configs": [{"targets": targets}]}
+                ],
+            }
+        )
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={root / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=(root / "prometheus.log").open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = (root / "prometheus.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"prometheus did not start:\n{log}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

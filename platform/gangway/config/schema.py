@@ -167,6 +167,13 @@ class Cluster(_Model):
     insecure_skip_verify: bool = False
     mlflow_url: str | None = None
     """The MLflow UI as users reach it from this cluster (default: ``mlflow.ui_url``)."""
+    prometheus_url: str | None = None
+    """The Prometheus HTTP API that scrapes this cluster's Gangway pods, as users reach it
+    (``gangway status`` reads training progress from it; ``gangway usage --prometheus``)."""
+    dashboard_url: str | None = None
+    """The metrics dashboard of one workflow, linked from the Argo UI beside MLflow: a URL in
+    which ``${workflow.metadata.name}`` (and any of Argo's link variables) is filled in, e.g.
+    ``https://grafana.example.com/d/gangway-run?var-workflow=${workflow.metadata.name}``."""
     gpus: dict[str, int] = Field(default_factory=dict)
     """GPU type → how many the cluster has."""
 

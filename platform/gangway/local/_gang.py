@@ -19,11 +19,13 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gangway.contract import ENV_SUBMITTED_MS
 from gangway.errors import UnsupportedConstruct
 from gangway.local._paths import map_scratch
 from gangway.local._processes import Stopped
@@ -191,12 +193,17 @@ def _run_once(
     """Start every pod, watch them until the controller would act, stop them: the action,
     why, and the pods' exit codes."""
     pods = _pods(gang, scratch, _free_port())
+    submitted = {ENV_SUBMITTED_MS: str(int(time.time() * 1000))}  # the Job (re)created
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         for p in pods:
             with (log_dir / f"{p.name}.log").open("ab") as log:
                 p.proc = ctx.procs.start(
-                    p.argv, cwd=cwd, env={**ctx.env, **p.env}, stdout=log, stderr=subprocess.STDOUT
+                    p.argv,
+                    cwd=cwd,
+                    env={**ctx.env, **submitted, **p.env},
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
         action, reason, codes = _watch(pods, gang, ctx)
     except Stopped as e:

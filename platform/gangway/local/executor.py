@@ -30,7 +30,7 @@ from typing import Any
 from gangway.argo.expressions import evaluate
 from gangway.argo.scope import parameter_values, workflow_scope
 from gangway.argo.substitution import substitute
-from gangway.contract import ENV_LOCAL_RUN
+from gangway.contract import ENV_LOCAL_RUN, ENV_METRICS_DIR
 from gangway.local._artifacts import ArtifactStore
 from gangway.local._attempt import RunContext
 from gangway.local._boundary import Budget
@@ -84,6 +84,9 @@ class LocalExecutor(Walker):
         self.name = str(workflow["metadata"]["name"])
         self.uid = str(workflow["metadata"]["uid"])
         self.root = state_dir.resolve() / "runs" / self.name
+        self.metrics_dir = self.root / "metrics"
+        """Every step's Prometheus samples (:mod:`gangway.step.metrics`): what ``gangway run
+        --metrics-port`` serves and the live table reads progress from."""
         self.cache = NodeCache(state_dir.resolve(), self.name, enabled=use_cache)
         self.on_event = on_event or (lambda n: None)
         self.clock = clock
@@ -109,7 +112,7 @@ class LocalExecutor(Walker):
         self.slots = Slots(min(caps) if caps else None)
         self.ctx = RunContext(
             procs=self.procs,
-            env={**environ, ENV_LOCAL_RUN: "1"},
+            env={**environ, ENV_LOCAL_RUN: "1", ENV_METRICS_DIR: str(self.metrics_dir)},
             parallelism=self.slots.n,
             busy=lambda: self.slots.busy,
             gangs=Budget(max_local_pods()),

@@ -32,6 +32,7 @@ from gangway.contract import (
     EXIT_PREEMPTED,
     EXIT_TRANSIENT,
 )
+from gangway.step.metrics import serve_pod
 from gangway.step.torchrun import config_errors
 
 __all__ = ["gang_exit_code", "main"]
@@ -62,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for e in errors:
             print(f"error: gang settings are invalid: {e}", file=sys.stderr)
         return EXIT_PERMANENT
+    serve_pod()  # on a cluster: this pod's ranks' metrics, on the `metrics` port
     got_sigterm = False
     with tempfile.TemporaryDirectory(prefix="gangway-exit-") as exit_dir:
         env = {**os.environ, ENV_EXIT_DIR: exit_dir}

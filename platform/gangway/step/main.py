@@ -23,6 +23,9 @@ def main_wrapper(main: Callable[[Sequence[str] | None], int | None]) -> Callable
 
     def run() -> NoReturn:
         code = EXIT_PERMANENT  # an unexpected exception is a bug: permanent
+        from gangway.step.metrics import serve_pod
+
+        serve_pod()  # on a cluster, a container step's pod serves its own metrics
         try:
             code = main(None) or 0
         except GangwayError as e:

@@ -44,6 +44,7 @@ from gangway.contract import (
     tag,
 )
 from gangway.lineage import SyncReport, default_spool, sync
+from gangway.lineage.attempts import RUNNING_MS, attempt_tags, held
 from gangway.lineage.ensure import run_url
 from gangway.lineage.records import (
     CheckpointRef,
@@ -57,6 +58,7 @@ from gangway.lineage.records import (
     workflow_from_env,
 )
 from gangway.lineage.spool import Spool
+from gangway.step.metrics import StepMetrics
 
 __all__ = ["CheckpointRef", "StepTracker", "WorkflowState", "record_workflow", "run_url"]
 
@@ -79,6 +81,9 @@ class StepTracker:
         self.run_id: str | None = None
         self.url: str | None = None
         self._import: threading.Thread | None = None
+        self.env = env
+        self.metrics = StepMetrics(env, step=self.record.step)
+        """The attempt's start, end and device-seconds, from the same times as its record."""
 
     # ---- recording (cheap, in memory) ------------------------------------------------------
 
@@ -107,6 +112,11 @@ class StepTracker:
         self.record.checkpoints_out.append(ck)
         self.save()
 
+    def running(self) -> None:
+        """Every process of the attempt runs (a gang: its rendezvous completed): the end of
+        its queue wait."""
+        self.record.tags[RUNNING_MS] = str(now_ms())
+
     def use_checkpoint(self, ck: CheckpointRef) -> None:
         """A checkpoint this step read (resumed from, evaluated, or inferred with)."""
         if all(c.uri != ck.uri for c in self.record.checkpoints_in):
@@ -132,6 +142,9 @@ class StepTracker:
     # ---- lifecycle -------------------------------------------------------------------------
 
     def __enter__(self) -> StepTracker:
+        self.record.tags.update(attempt_tags(self.env, self.record.start_ms))
+        h = held(self.env)
+        self.metrics.started(self.record.start_ms / 1000, h.devices, h.device)
         if self.enabled and self.replay_here:
             self._import = threading.Thread(target=_import_mlflow, daemon=True)
             self._import.start()
@@ -155,10 +168,11 @@ class StepTracker:
     def flush(self, status: str = "FINISHED") -> None:
         """Close the record with ``status`` and spool it; run by hand, also send all that
         MLflow lacks."""
+        self.record.end_ms = now_ms()
+        self.metrics.ended(self.record.end_ms / 1000)
         if not self.enabled:
             return
         self.record.status = status  # type: ignore[assignment]
-        self.record.end_ms = now_ms()
         self.save()
         if not self.replay_here:
             from gangway.lineage.links import record_link
