@@ -248,7 +248,7 @@ class _Registry:
         Path(directory).mkdir(parents=True, exist_ok=True)
         from prometheus_client import values
 
-        values.ValueClass = values.MultiProcessValue()
+        values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
 
     @staticmethod
     def _make(m: MetricSpec) -> Any:
