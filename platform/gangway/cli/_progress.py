@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gangway.cli._output import Fitted, console, err_console, shorten
+from gangway.step.progress import Progress, read_dir
 
 if TYPE_CHECKING:
     from gangway.local import LocalExecutor, NodeResult
@@ -42,9 +43,16 @@ _STYLE = {
 }
 
 
-def steps_table(nodes: Sequence[NodeResult], title: str, *, workflow: str = "") -> Table:
+def steps_table(
+    nodes: Sequence[NodeResult],
+    title: str,
+    *,
+    workflow: str = "",
+    progress: Callable[[NodeResult], str] | None = None,
+) -> Table:
     """One row a step: its name (less the ``workflow.`` of an exit handler), status, tries,
-    time, and its outputs or message."""
+    time, and its outputs or message — for a running step, its ``progress`` where it reports
+    some (``step 40/300 · 35.2k tok/s · ETA 1m 5s · ckpt 12s ago``)."""
     table = Table(
         title=title,
         header_style="bold",
@@ -62,14 +70,40 @@ def steps_table(nodes: Sequence[NodeResult], title: str, *, workflow: str = "") 
             Text("cached", style="cyan") if n.cached else Text(n.phase, _STYLE.get(n.phase, ""))
         )
         items = _items(n)
+        said = progress(n) if progress is not None and n.phase == "Running" else ""
         table.add_row(
             n.name.removeprefix(f"{workflow}.") if workflow else n.name,
             status,
             str(n.attempts or ""),
             _seconds(n.seconds),
-            Fitted(items) if items else Text(n.message),
+            Text(said) if said else Fitted(items) if items else Text(n.message),
         )
     return table
+
+
+class RunProgress:
+    """A running step's progress, read from the run's metrics directory at most once every
+    ``every`` seconds (the live table redraws four times a second)."""
+
+    def __init__(self, every: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every, self.clock = every, clock
+        self.read_at = -every
+        self.known: dict[str, Progress] = {}
+
+    def refresh(self, ex: LocalExecutor) -> None:
+        if self.clock() - self.read_at < self.every:
+            return
+        self.read_at = self.clock()
+        try:
+            found = read_dir(ex.metrics_dir)
+        except Exception:  # a file being written: the next read has it
+            return
+        self.known = {step: p for (wf, step), p in found.items() if wf == ex.name}
+
+    def line(self, node: NodeResult) -> str:
+        """What ``node``'s step reports (its template names the step), or ""."""
+        p = self.known.get(node.template) or self.known.get(node.task)
+        return p.line(time.time()) if p is not None else ""
 
 
 def _items(n: NodeResult) -> list[tuple[str, str]]:
@@ -168,6 +202,7 @@ class _LiveTable(_View):
         super().__init__(started)
         self.done: list[NodeResult] = []
         self.running: dict[str, NodeResult] = {}
+        self.reader = RunProgress()
         self.t0 = time.monotonic()
         self.live = Live(
             get_renderable=self.view, console=console, refresh_per_second=4, transient=True
@@ -201,7 +236,8 @@ class _LiveTable(_View):
             title += f"  stopping ({stop}): Ctrl-C again kills"
         with self.lock:
             nodes = [*self.done, *self.running.values()]
-        return steps_table(nodes, title, workflow=self.ex.name)
+        self.reader.refresh(self.ex)
+        return steps_table(nodes, title, workflow=self.ex.name, progress=self.reader.line)
 
 
 class _Lines(_View):
@@ -221,6 +257,9 @@ class _Lines(_View):
         self.t0 = self.said = clock()
         self.running: dict[str, tuple[float, str]] = {}
         """Each running step: when it started, the last message said of it."""
+        self.steps: dict[str, str] = {}
+        """Each running node's step (its template), which its metrics are labelled with."""
+        self.reader = RunProgress(every=0.0)
         self.stop_said = False
         self.finished = threading.Event()
         self.ticker = threading.Thread(target=self._tick_until_done, daemon=True)
@@ -251,6 +290,7 @@ class _Lines(_View):
                 elif node.message and node.message != said:
                     self._say(f"{name}: {node.message}")
                 self.running[node.name] = (since, node.message or said)
+                self.steps[node.name] = node.template
                 return
             self.running.pop(node.name, None)
             status = "cached" if node.cached else node.phase
@@ -270,11 +310,19 @@ class _Lines(_View):
                 self._say(f"stopping ({name}): steps get --grace-period; a second signal kills")
             now = self.clock()
             if self.running and now - self.said >= self.every:
+                if self.ex is not None:
+                    self.reader.refresh(self.ex)
                 names = [
-                    f"{self._name(n)} ({now - since:.0f}s)"
+                    f"{self._name(n)} ({now - since:.0f}s{self._progress(n)})"
                     for n, (since, _) in self.running.items()
                 ]
                 self._say(f"still running: {', '.join(names)}")
+
+    def _progress(self, node: str) -> str:
+        """``, step 40/300 · …`` for a running step that reports progress."""
+        step = self.steps.get(node)
+        said = self.reader.known.get(step) if step else None
+        return f", {said.line(time.time())}" if said is not None else ""
 
     def _name(self, node: str) -> str:
         return node.removeprefix(f"{self.ex.name}.") if self.ex is not None else node

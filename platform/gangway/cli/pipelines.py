@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -83,6 +85,51 @@ AutoResumeOpt = Annotated[
         "`gangway resume`)",
     ),
 ]
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="serve the run's Prometheus metrics on http://127.0.0.1:PORT/metrics while it "
+        "runs (0: any free port, printed at the start; docs/observability.md lists them)",
+    ),
+]
+
+
+@contextlib.contextmanager
+def _metrics_served(
+    port: int | None, then: Callable[[LocalExecutor], None] | None = None
+) -> Iterator[Callable[[LocalExecutor], None] | None]:
+    """With ``port``: bind it now (a port in use is an error before anything runs), serve the
+    run's metrics directory once the executor starts, stop when the run ends. Yields the
+    executor-started hook (which also calls ``then``)."""
+    if port is None:
+        yield then
+        return
+    from gangway.step.metrics import serve
+
+    try:
+        bound, server, collector = serve(None, port)
+    except OSError as e:
+        raise PermanentError(
+            f"--metrics-port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e}); "
+            "give another port, or 0 for any free one"
+        ) from None
+
+    def started(ex: LocalExecutor) -> None:
+        collector.directory = ex.metrics_dir
+        console.print(f"metrics: http://127.0.0.1:{bound}/metrics", highlight=False, markup=False)
+        if then is not None:
+            then(ex)
+
+    try:
+        yield started
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 SecretsDirOpt = Annotated[
     Path | None,
     typer.Option(
@@ -101,6 +148,7 @@ def run_cmd(
     grace: GraceOpt = 30.0,
     auto_resume: AutoResumeOpt = False,
     secrets_dir: SecretsDirOpt = None,
+    metrics_port: MetricsPortOpt = None,
     no_cache: Annotated[
         bool,
         typer.Option(
@@ -136,6 +184,10 @@ def run_cmd(
     A cacheable step (staging, evaluation) that ran before on the same inputs and the same
     data is not run again: its outputs are reused once verified, and it shows as `cached`.
 
+    Every step writes Prometheus metrics (progress, tokens/s, checkpoints, device-seconds) to
+    the run's directory; the live table shows a training step's step, tokens/s, ETA and last
+    checkpoint, and --metrics-port serves them all for a Prometheus to scrape.
+
     Ctrl-C (or SIGTERM) stops it cleanly: every step and pod gets SIGTERM (training saves a
     checkpoint), whatever is left after --grace-period is killed, the MLflow runs are closed,
     and `gangway retry` resumes it.
@@ -146,7 +198,7 @@ def run_cmd(
 
     values = parse_params(param)
     check = values_check(CrdSchemas.from_env())
-    with progress() as live:
+    with _metrics_served(metrics_port) as started, progress(started) as live:
         finished = run_pipeline(
             pipeline,
             values,
@@ -173,6 +225,7 @@ def retry_cmd(
     grace: GraceOpt = 30.0,
     auto_resume: AutoResumeOpt = False,
     secrets_dir: SecretsDirOpt = None,
+    metrics_port: MetricsPortOpt = None,
 ) -> None:
     """Resume a failed or interrupted local run, as `argo retry` does: same workflow, same uid.
 
@@ -188,7 +241,7 @@ def retry_cmd(
             highlight=False,
         )
 
-    with progress(started) as live:
+    with _metrics_served(metrics_port, started) as hook, progress(hook) as live:
         finished = retry_pipeline(
             state_dir,
             workflow,

@@ -51,6 +51,7 @@ __all__ = [
     "RANKED",
     "STEP_LABELS",
     "MetricSpec",
+    "RunCollector",
     "StepMetrics",
     "collect",
     "serve",
@@ -378,21 +379,45 @@ class _DeviceClock(threading.Thread):
 def collect(directory: Path) -> CollectorRegistry:
     """A registry that reads every process's samples under ``directory`` when scraped."""
     from prometheus_client import CollectorRegistry
-    from prometheus_client.multiprocess import MultiProcessCollector
 
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(directory))  # type: ignore[no-untyped-call]
+    registry.register(RunCollector(directory))
     return registry
 
 
-def serve(directory: Path, port: int = 0, host: str = "127.0.0.1") -> tuple[int, Any]:
-    """Serve ``directory``'s samples on ``http://HOST:PORT/metrics`` from a daemon thread
-    (``port`` 0: any free one). Returns the port and the server (``.shutdown()`` stops it)."""
-    from prometheus_client import start_http_server
+class RunCollector:
+    """Every process's samples under ``directory``, read at each scrape; before the directory
+    is known (``None``: ``gangway run`` binds its port before the run is compiled) or while it
+    is empty, none."""
 
-    directory.mkdir(parents=True, exist_ok=True)
-    server, _thread = start_http_server(port, addr=host, registry=collect(directory))
-    return int(server.server_address[1]), server
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory
+
+    def collect(self) -> Any:
+        d = self.directory
+        if d is None or not d.is_dir() or not any(d.glob("*.db")):
+            return []
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        reader = MultiProcessCollector(None, path=str(d))  # type: ignore[no-untyped-call]
+        return reader.collect()  # type: ignore[no-untyped-call]
+
+
+def serve(
+    directory: Path | None, port: int = 0, host: str = "127.0.0.1"
+) -> tuple[int, Any, RunCollector]:
+    """Serve ``directory``'s samples on ``http://HOST:PORT/metrics`` from a daemon thread
+    (``port`` 0: any free one). Returns the port, the server (``.shutdown()`` stops it) and
+    the collector (set its ``directory`` later, when it was None)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+    collector = RunCollector(directory)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return int(server.server_address[1]), server, collector
 
 
 def serve_pod(env: Mapping[str, str] | None = None) -> Path | None:
