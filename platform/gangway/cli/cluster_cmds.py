@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -339,7 +340,8 @@ def deploy_cmd(
         console.print(line)
 
 
-def render_status(wf: dict[str, Any]) -> Table:
+def render_status(wf: dict[str, Any], progress: Mapping[str, str] | None = None) -> Table:
+    """The workflow's steps; a running step's ``progress`` (by template) in its last column."""
     from gangway.cluster.status import summarize
 
     state = summarize(wf)
@@ -349,6 +351,8 @@ def render_status(wf: dict[str, Any]) -> Table:
         table.add_column(col, overflow="fold")
     for s in state.steps:
         detail = ", ".join(f"{k}={v}" for k, v in s.outputs.items()) or s.message
+        if s.phase == "Running" and (progress or {}).get(s.template):
+            detail = (progress or {})[s.template]
         table.add_row(
             s.name,
             s.template,
@@ -365,8 +369,19 @@ def status_cmd(
     cluster: ClusterOpt = None,
     namespace: NamespaceOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the raw Workflow")] = False,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus",
+            help="the Prometheus scraping the cluster's Gangway pods, for a running training "
+            "step's progress and ETA (default: the cluster's prometheus_url, or "
+            "GANGWAY_PROMETHEUS_URL)",
+        ),
+    ] = None,
 ) -> None:
-    """Steps, phases, durations, retries and the gang's Volcano Job state of a workflow."""
+    """Steps, phases, durations, retries and the gang's Volcano Job state of a workflow; a
+    running training step's step / total, tokens/s, ETA and last checkpoint when Prometheus
+    is configured."""
     c, api = _connect(cluster)
     ns = namespace or c.namespace
     wf = api.get("Workflow", workflow, ns)
@@ -375,8 +390,27 @@ def status_cmd(
     if as_json:
         typer.echo(json.dumps(wf, indent=2))
         return
-    console.print(render_status(wf))
+    console.print(render_status(wf, _progress(prometheus or c.prometheus_url, workflow)))
     console.print(c.workflow_url(workflow, ns), soft_wrap=True)
+
+
+def _progress(url: str | None, workflow: str) -> dict[str, str]:
+    """Each step's progress line from Prometheus; none (said on stderr) when it cannot be
+    reached — the status itself does not depend on it."""
+    if not url:
+        return {}
+    import time
+
+    from gangway.cluster.prometheus import workflow_progress
+    from gangway.errors import GangwayError
+
+    try:
+        found = workflow_progress(url, workflow)
+    except GangwayError as e:
+        err_console.print(f"warning: no progress: {e}", soft_wrap=True, highlight=False)
+        return {}
+    now = time.time()
+    return {step: p.line(now) for step, p in found.items()}
 
 
 def logs_cmd(

@@ -14,8 +14,9 @@ import urllib.request
 from dataclasses import dataclass
 
 from gangway.errors import GangwayError, TransientError
+from gangway.step.progress import Progress, from_samples
 
-__all__ = ["PromSample", "query"]
+__all__ = ["PromSample", "query", "workflow_progress"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,16 @@ def _error_text(raw: bytes) -> str:
         return str(json.loads(raw).get("error", raw.decode(errors="replace")))
     except ValueError:
         return raw.decode(errors="replace")[:300]
+
+
+def workflow_progress(url: str, workflow: str, *, at: float | None = None) -> dict[str, Progress]:
+    """Each step of ``workflow`` that reports progress, by step name, as Prometheus last
+    scraped it (at Unix time ``at``, now when None)."""
+    names = "gangway_(train|checkpoint|items)_.+"
+    selector = f'{{__name__=~"{names}",workflow="{_quoted(workflow)}"}}'
+    samples = [s.triple() for s in query(url, selector, at=at)]
+    return {step: p for (_, step), p in from_samples(samples).items()}
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')

@@ -6,7 +6,8 @@ the Argo CLI's own environment (``ARGO_SERVER``, ``ARGO_TOKEN``, ``ARGO_NAMESPAC
 ``ARGO_INSECURE_SKIP_VERIFY``, ``ARGO_BASE_HREF``). Nothing configured is a clear error, never a
 guess. ``GANGWAY_MLFLOW_URL`` (or a cluster's ``mlflow_url``, else the config's
 ``mlflow.ui_url``) names the MLflow server as users reach it, for the workflow's link to its
-MLflow runs.
+MLflow runs; ``GANGWAY_PROMETHEUS_URL`` (or a cluster's ``prometheus_url``) the Prometheus
+that scrapes its Gangway pods.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class ClusterConfig:
     ui_url: str | None = None
     mlflow_url: str | None = None
     """The MLflow server as users reach it (UI links; the experiment id for the Argo link)."""
+    prometheus_url: str | None = None
+    """The Prometheus that scrapes the cluster's Gangway pods (progress in ``status``)."""
 
     @property
     def base_url(self) -> str:
@@ -72,6 +75,7 @@ def resolve_cluster(name: str | None, env: Mapping[str, str] | None = None) -> C
         verify_ssl=not _bool(env.get("ARGO_INSECURE_SKIP_VERIFY")),
         ui_url=env.get("ARGO_BASE_HREF") or None,
         mlflow_url=env.get("GANGWAY_MLFLOW_URL") or None,
+        prometheus_url=env.get("GANGWAY_PROMETHEUS_URL") or None,
     )
 
 
@@ -95,4 +99,5 @@ def _from_config(name: str, env: Mapping[str, str]) -> ClusterConfig:
         kube_context=c.kube_context,
         ui_url=c.argo_ui,
         mlflow_url=c.mlflow_url or env.get("GANGWAY_MLFLOW_URL") or cfg.mlflow.ui_url,
+        prometheus_url=c.prometheus_url or env.get("GANGWAY_PROMETHEUS_URL") or None,
     )

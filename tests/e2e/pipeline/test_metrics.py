@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,8 @@ class Scraped:
     state: Path
     killed_at: int
     """The step the killed rank had logged when it was hit."""
+    hit_at: float
+    """When (Unix time)."""
     took: tuple[float, float]
     """Unix times around the run."""
 
@@ -57,7 +60,7 @@ def _rank(pid: int) -> int | None:
     return None
 
 
-def _kill_rank_one(state: Path, hit: dict[str, int]) -> None:
+def _kill_rank_one(state: Path, hit: dict[str, Any]) -> None:
     """SIGKILL rank 1 of the gang once training has logged a step past the first checkpoint."""
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not hit:
@@ -66,7 +69,7 @@ def _kill_rank_one(state: Path, hit: dict[str, int]) -> None:
         if done and done[-1] > EVERY:
             for pid in training_workers(str(state / "storage")):
                 if _rank(pid) == 1:
-                    hit["step"] = done[-1]
+                    hit["step"], hit["at"] = done[-1], time.time()
                     os.kill(pid, signal.SIGKILL)
                     return
         time.sleep(0.05)
@@ -79,7 +82,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
     state = root / "state"
     port = free_port()
     with prometheus_server(root / "prometheus", [f"127.0.0.1:{port}"], SCRAPE) as url:
-        hit: dict[str, int] = {}
+        hit: dict[str, Any] = {}
         killer = threading.Thread(target=_kill_rank_one, args=(state, hit), daemon=True)
         killer.start()
         t0 = time.time()
@@ -100,7 +103,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         finally:
             server.shutdown()
             server.server_close()
-        yield Scraped(url, run.name, state, hit["step"], (t0, t1))
+        yield Scraped(url, run.name, state, hit["step"], hit["at"], (t0, t1))
 
 
 def _wait_for(url: str, promql: str, seconds: float = 20) -> None:
@@ -197,9 +200,8 @@ def test_device_hours_per_team_match_lineage(scraped: Scraped) -> None:
         if a.workflow == s.workflow:
             recorded[a.team] = recorded.get(a.team, 0.0) + a.device_seconds(now)
     assert set(by_team) == set(recorded) == {"research"}
-    print(
-        f"\ndevice-seconds: prometheus {by_team['research']:.2f}, lineage {recorded['research']:.2f}"
-    )
+    got, want = by_team["research"], recorded["research"]
+    print(f"\ndevice-seconds: prometheus {got:.2f}, lineage {want:.2f}")
     assert by_team["research"] == pytest.approx(recorded["research"], rel=0.01)
     trained = [r for r in runs if r.data.tags.get("gangway.step") == "train"]
     assert len(trained) == 2 and all(r.data.tags["gangway.devices"] == "2" for r in trained)
@@ -214,3 +216,33 @@ def test_docs_list_every_metric() -> None:
         assert f"| {m.kind} |" in rows[m.name], m.name
         for label in m.labels:
             assert label in rows[m.name], (m.name, label)
+
+
+@pytest.mark.e2e
+def test_status_shows_progress_from_prometheus(scraped: Scraped) -> None:
+    """``gangway status`` on a cluster: the training step's line, as Prometheus had it when
+    the rank was hit (mid-training), beside a workflow object whose train step runs."""
+    import copy
+    import json
+
+    from rich.console import Console
+
+    from gangway.cli.cluster_cmds import render_status
+    from gangway.cluster.prometheus import workflow_progress
+
+    s = scraped
+    at = s.hit_at + 1.0  # two scrapes after the hit, before the gang's restart resumes
+    found = workflow_progress(s.prometheus, s.workflow, at=at)
+    train = found["train"]
+    assert train.target == STEPS and EVERY <= (train.done or 0) <= s.killed_at + 2
+    assert train.tokens_per_s and train.eta_s is not None and train.checkpoint_at
+    line = train.line(at)
+    assert re.fullmatch(r"step \d+/20 · [\d.]+k tok/s · ETA \d+s · ckpt \d+s ago", line), line
+    wf = json.loads((REPO / "tests/data/workflow_status.json").read_text())
+    running = copy.deepcopy(wf)
+    for node in running["status"]["nodes"].values():
+        if node.get("templateName") == "train":
+            node["phase"] = "Running"
+    out = Console(width=200, record=True)
+    out.print(render_status(running, {"train": line}))
+    assert line in out.export_text()
