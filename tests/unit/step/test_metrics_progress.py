@@ -132,3 +132,31 @@ def test_metrics_port_out_of_range_names_the_option(tmp_path: Path) -> None:
     res = cli("run", "pipelines/train_eval_infer.py", "--metrics-port", "70000")
     assert res.returncode == 2
     assert "--metrics-port" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_pipe_says_how_far_training_is(tmp_path: Path) -> None:
+    """Without a terminal (CI, ``| tee``) the ``still running`` line carries the progress the
+    live table shows."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from gangway.cli._progress import _Lines
+    from gangway.local import NodeResult
+
+    env = {**os.environ, "GANGWAY_METRICS_DIR": str(tmp_path), "GANGWAY_STEP": "train"}
+    env["GANGWAY_WORKFLOW_NAME"] = "wf-1"
+    for rank in (0, 1):
+        subprocess.run([sys.executable, "-c", _WRITER, str(rank)], env=env, check=True, cwd=REPO)
+    now = [100.0]
+    out = Console(width=100, file=io.StringIO())
+    lines = _Lines(out=out, clock=lambda: now[0], every=30.0)
+    ex = SimpleNamespace(name="wf-1", procs=SimpleNamespace(stopping=None), metrics_dir=tmp_path)
+    lines.start(ex)  # type: ignore[arg-type]
+    lines.event(NodeResult("wf-1.train", "train", "train", phase="Running"))
+    now[0] += 31
+    lines.tick()
+    said = out.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert said[0] == "    0s  train: started"
+    assert said[1].startswith("   31s  still running: train (31s, step 8/20 · ETA 13s · ckpt ")
