@@ -17,6 +17,7 @@ from gangway.cli import (
     resume,
     scheduling,
     simulate,
+    usage,
 )
 from gangway.cli._help import command_group
 from gangway.errors import GangwayError
@@ -52,6 +53,7 @@ app.command("queues")(scheduling.queues_cmd)
 app.command("explain")(scheduling.explain_cmd)
 app.command("why")(scheduling.why_cmd)
 app.command("simulate")(simulate.simulate_cmd)
+app.command("usage")(usage.usage_cmd)
 app.add_typer(manifests.app, name="manifests")
 app.add_typer(scheduling.app, name="snapshot")
 

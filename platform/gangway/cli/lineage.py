@@ -14,7 +14,7 @@ from gangway.errors import GangwayError, PermanentError, TransientError, describ
 from gangway.lineage import store
 from gangway.lineage.store import check, sqlite_uri
 
-__all__ = ["lineage_cmd"]
+__all__ = ["lineage_cmd", "local_store"]
 
 REF_HELP = (
     "what to trace: model:NAME/VERSION, run:ID, workflow:NAME (or uid), dataset:DIGEST "
@@ -101,7 +101,7 @@ def _trace(
     from gangway.lineage.query import parse_ref
 
     parse_ref(ref)  # a typo is reported before any store is looked for
-    tracking_uri = tracking_uri or _local_store(state_dir)
+    tracking_uri = tracking_uri or local_store(state_dir)
     check(tracking_uri, write=False)
     from gangway.lineage.graph import build_graph, walk
     from gangway.lineage.query import load_snapshot, resolve
@@ -126,7 +126,7 @@ def _trace(
         console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
-def _local_store(state_dir: Path) -> str:
+def local_store(state_dir: Path) -> str:
     """The MLflow store of the local runs in ``state_dir`` (``gangway run`` keeps one there):
     its own, or the newest one a level below (``.gangway/demo``)."""
     found = [state_dir / "mlflow.db", *state_dir.glob("*/mlflow.db")]

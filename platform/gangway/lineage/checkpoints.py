@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gangway.lineage.ensure import _q
-from gangway.lineage.query import _pages
+from gangway.lineage.query import pages
 from gangway.lineage.records import T
 
 __all__ = ["last_checkpoints"]
@@ -21,17 +21,17 @@ def last_checkpoints(client: Any, workflows: Iterable[str]) -> dict[str, datetim
     wanted = sorted(set(workflows))
     if not wanted:
         return {}
-    exp_ids = [e.experiment_id for e in _pages(client.search_experiments)]
+    exp_ids = [e.experiment_id for e in pages(client.search_experiments)]
     out: dict[str, datetime] = {}
     for i in range(0, len(exp_ids), 100):
         ids = exp_ids[i : i + 100]
         for name in wanted:
             query = f"tags.`{T}.workflow` = '{_q(name)}' and tags.`{T}.kind` = 'step'"
-            runs = _pages(functools.partial(client.search_runs, ids, query, max_results=1000))
+            runs = pages(functools.partial(client.search_runs, ids, query, max_results=1000))
             by_id = {r.info.run_id: name for r in runs}
             if not by_id:
                 continue
-            models = _pages(
+            models = pages(
                 functools.partial(client.search_logged_models, experiment_ids=ids, max_results=1000)
             )
             for m in models:

@@ -22,12 +22,12 @@ from gangway.lineage.graph import (
 )
 from gangway.lineage.records import T, mlflow_digest
 
-__all__ = ["load_snapshot", "parse_ref", "resolve"]
+__all__ = ["load_snapshot", "pages", "parse_ref", "resolve"]
 
 KINDS = ("model", "run", "workflow", "dataset")
 
 
-def _pages(fetch: Callable[..., Any]) -> Iterator[Any]:
+def pages(fetch: Callable[..., Any]) -> Iterator[Any]:
     """Every item of a paged MLflow search (``fetch`` takes ``page_token``)."""
     token: str | None = None
     while True:
@@ -40,7 +40,7 @@ def _pages(fetch: Callable[..., Any]) -> Iterator[Any]:
 
 def load_snapshot(client: Any) -> Snapshot:
     """Everything Gangway recorded in the tracking store behind ``client``."""
-    exp_ids = [e.experiment_id for e in _pages(client.search_experiments)]
+    exp_ids = [e.experiment_id for e in pages(client.search_experiments)]
     runs: list[RunSnap] = []
     checkpoints: list[CheckpointSnap] = []
     for i in range(0, len(exp_ids), 100):
@@ -49,7 +49,7 @@ def load_snapshot(client: Any) -> Snapshot:
         model_page = functools.partial(
             client.search_logged_models, experiment_ids=ids, max_results=1000
         )
-        for r in _pages(run_page):
+        for r in pages(run_page):
             if f"{T}.kind" not in r.data.tags:
                 continue
             inputs = r.inputs
@@ -68,14 +68,14 @@ def load_snapshot(client: Any) -> Snapshot:
                     model_inputs=[m.model_id for m in (inputs.model_inputs if inputs else [])],
                 )
             )
-        for m in _pages(model_page):
+        for m in pages(model_page):
             if f"{T}.checkpoint_uri" in (m.tags or {}):
                 checkpoints.append(
                     CheckpointSnap(m.model_id, m.experiment_id, dict(m.tags), m.source_run_id)
                 )
     versions = [
         VersionSnap(v.name, str(v.version), v.source, v.run_id, dict(v.tags or {}))
-        for v in _pages(client.search_model_versions)
+        for v in pages(client.search_model_versions)
         if f"{T}.record" in (v.tags or {})
     ]
     return Snapshot(runs, checkpoints, versions)
