@@ -1,4 +1,4 @@
-"""Links in the Argo UI from a workflow to its MLflow parent run.
+"""Links in the Argo UI from a workflow to its MLflow parent run (and to its metrics dashboard).
 
 The Argo server shows the controller config's ``links`` on every workflow page, substituting
 ``${...}`` placeholders from the workflow object: ``${metadata.uid}`` and, since Argo 3.6,
@@ -6,7 +6,9 @@ The Argo server shows the controller config's ``links`` on every workflow page, 
 id is not known when the workflow is created (its first step creates it), so the link opens the
 pipeline's experiment filtered to the runs tagged with the workflow's uid — the parent run
 and its steps. The experiment id comes from an annotation ``gangway submit`` / ``gangway
-deploy`` set (see :func:`annotate_experiment`).
+deploy`` set (see :func:`annotate_experiment`). A cluster whose ``dashboard_url`` is set gets
+a third link, "Metrics dashboard": that URL with Argo's link variables filled in
+(``${workflow.metadata.name}``), the workflow's dashboard (:func:`dashboard_link`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "configmap_yaml",
     "controller_configmap",
     "controller_links",
+    "dashboard_link",
     "experiment_id",
     "record_filter",
     "record_link",
@@ -45,12 +48,19 @@ def workflow_runs_url(mlflow_ui: str, experiment_id: str, workflow_uid: str) -> 
     return f"{base}/#/experiments/{experiment_id}/runs?searchFilter={query}"
 
 
-def controller_links(mlflow_ui: str) -> list[dict[str, str]]:
-    """The workflow-scoped ``links`` for the Argo workflow-controller ConfigMap."""
+def dashboard_link(dashboard_url: str) -> dict[str, str]:
+    """The workflow-scoped link "Metrics dashboard" to ``dashboard_url``, a URL Argo fills in
+    (``${workflow.metadata.name}`` and any other of its link variables)."""
+    return {"name": "Metrics dashboard", "scope": "workflow", "url": dashboard_url}
+
+
+def controller_links(mlflow_ui: str, dashboard_url: str | None = None) -> list[dict[str, str]]:
+    """The workflow-scoped ``links`` for the Argo workflow-controller ConfigMap: the MLflow run
+    and experiment and, when ``dashboard_url`` is given, the metrics dashboard."""
     base = mlflow_ui.rstrip("/")
     experiment = "${workflow.metadata.annotations." + EXPERIMENT_ANNOTATION + "}"
     run_filter = quote(_BY_UID, safe="") + "${metadata.uid}" + quote("'", safe="")
-    return [
+    links = [
         {
             "name": "MLflow run",
             "scope": "workflow",
@@ -62,6 +72,7 @@ def controller_links(mlflow_ui: str) -> list[dict[str, str]]:
             "url": f"{base}/#/experiments/{experiment}",
         },
     ]
+    return [*links, dashboard_link(dashboard_url)] if dashboard_url else links
 
 
 def controller_configmap(mlflow_ui: str, namespace: str = "argo") -> dict[str, Any]:

@@ -5,8 +5,9 @@ kustomize — a base every cluster shares and an overlay per cluster.
                        namespaces with service accounts, RBAC and semaphores, admission
                        policies, the MLflow tracking server
     overlays/NAME/     the base plus the cluster's topology (HyperNodes or their discovery),
-                       its Argo workflow-controller configuration and, per team namespace,
-                       the lineage follower (``gangway lineage sync --follow``)
+                       its Argo workflow-controller configuration, per team namespace the
+                       lineage follower (``gangway lineage sync --follow``) and, on a cluster
+                       with a Prometheus (``prometheus_url``), the PodMonitor of step pods
 
 ``kubectl apply -k manifests/overlays/NAME`` installs one cluster. :func:`render` is pure;
 :func:`write` and :func:`differences` are the file I/O of ``gangway manifests render``.
@@ -25,6 +26,7 @@ from gangway.render.argo import controller_configmap
 from gangway.render.kube import priority_classes, team_objects
 from gangway.render.lineage import lineage_followers
 from gangway.render.mlflow import mlflow_objects
+from gangway.render.monitoring import pod_monitors
 from gangway.render.scheduling import queues, scheduler_configmap, topology
 from gangway.storage import write_atomic
 
@@ -50,6 +52,7 @@ def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Objects]:
         "topology.yaml": topology(cfg, name),
         "argo-controller.yaml": [controller_configmap(cfg, name)],
         "lineage-sync.yaml": lineage_followers(cfg, name),
+        "monitoring.yaml": pod_monitors(cfg, name),
     }
 
 

@@ -1,8 +1,9 @@
 """Argo's workflow-controller configuration per cluster: the S3 artifact repository of the
 cluster's region (credentials by secret reference), the links from every workflow to its MLflow
-runs, list columns for team and queue, pod GC defaults, and the executor (the init and wait
-containers of every step) from an allowed registry with a restricted security context, so the
-admission policies admit the pods Argo makes."""
+runs and (with the cluster's ``dashboard_url``) to its metrics dashboard, list columns for team
+and queue, pod GC defaults, and the executor (the init and wait containers of every step) from
+an allowed registry with a restricted security context, so the admission policies admit the
+pods Argo makes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import yaml
 
 from gangway.config import PlatformConfig
 from gangway.contract import QUEUE_LABEL, TEAM_LABEL
-from gangway.lineage.links import controller_links
+from gangway.lineage.links import controller_links, dashboard_link
 
 __all__ = ["controller_configmap"]
 
@@ -56,7 +57,9 @@ def controller_configmap(cfg: PlatformConfig, cluster: str) -> dict[str, Any]:
     }
     mlflow_ui = c.mlflow_url or cfg.mlflow.ui_url
     if mlflow_ui:
-        data["links"] = controller_links(mlflow_ui)
+        data["links"] = controller_links(mlflow_ui, c.dashboard_url)
+    elif c.dashboard_url:
+        data["links"] = [dashboard_link(c.dashboard_url)]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

@@ -1,6 +1,7 @@
 """What makes a pod a GPU pod: its GPU limit, the node selector on the GPU model that GPU
-feature discovery labels nodes with, the toleration of the GPU nodes' taint, and the
-``GANGWAY_GPUS`` variable the step checks against what CUDA sees.
+feature discovery labels nodes with, the toleration of the GPU nodes' taint, the
+``GANGWAY_GPUS`` variable the step checks against what CUDA sees, and ``GANGWAY_GPU_MODEL``, the
+product its metrics and usage are counted by.
 
 A pod that names no GPU product is a CPU pod: it gets none of these, so it neither asks for
 GPUs nor tolerates the taint that keeps CPU work off GPU nodes. GPUs without a product is a
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 from hera.workflows import models as m
 
-from gangway.contract import ENV_GPUS
+from gangway.contract import ENV_GPU_MODEL, ENV_GPUS
 from gangway.errors import PermanentError
 from gangway.units import GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TAINT
 
@@ -59,5 +60,5 @@ def gpu_pods(gpus: str | int, product: str | None, *, where: str) -> GpuPods:
         limits={GPU_RESOURCE: text},
         node_selector={GPU_PRODUCT_LABEL: str(product)},
         tolerations=[m.Toleration(key=GPU_TAINT, operator="Exists", effect="NoSchedule")],
-        env=[m.EnvVar(name=ENV_GPUS, value=text)],
+        env=[m.EnvVar(name=ENV_GPUS, value=text), m.EnvVar(name=ENV_GPU_MODEL, value=str(product))],
     )

@@ -5,6 +5,9 @@ and ``gangway.pipeline.gang_step``; typed wiring (:mod:`gangway.wiring`) builds 
 
 Paths under ``/gangway/`` are per-step scratch space; output parameters are read from
 ``/gangway/out/NAME``. The local executor maps ``/gangway/`` to a directory per step.
+Every step's pods serve their metrics on the container port named ``metrics`` and carry the
+labels a PodMonitor copies onto them (team, queue, pipeline, step); every step's template
+carries Argo's custom metrics (:mod:`gangway.workflows.metrics`).
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from hera.workflows import models as m
 from gangway.argo.retries import StepKind, retry_strategy
 from gangway.contract import (
     OUT_DIR,
+    PIPELINE_LABEL,
     PRIORITY_CLASS_PARAM,
     QUEUE_LABEL,
     SCRATCH,
     STEP_LABEL,
+    TEAM_LABEL,
     WORKFLOW_LABEL,
     step_env,
 )
@@ -29,6 +34,7 @@ from gangway.step.caching import Cache
 from gangway.volcano.job import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
 from gangway.workflows.gpu_pods import GpuPods, gpu_pods
 from gangway.workflows.memoize import KEY_INPUT, RECORD_INPUT, memoized
+from gangway.workflows.metrics import metrics_port, template_metrics
 from gangway.workflows.step_modules import check_module
 
 __all__ = [
@@ -121,11 +127,14 @@ def step(
         inputs=[Parameter(name=i) for i in inputs],
         outputs=_outputs(outputs),
         resources=gpu.resources(req),
+        ports=[metrics_port()],
         security_context=_container_security(),
         node_selector=gpu.node_selector,
         tolerations=gpu.tolerations,
         volumes=[EmptyDirVolume(name="scratch", mount_path=SCRATCH)],
         retry_strategy=retry_strategy(kind),
+        metrics=template_metrics(name),
+        labels={STEP_LABEL: name},
         **memo,
     )
 
@@ -164,6 +173,7 @@ def _trainer(
         args=launch[3:],
         env=[*_tracking_env(step_name, params=False), *gpu.env],
         resources=gpu.resources(requests),
+        ports=[metrics_port()],
         security_context=_container_security(),
         volume_mounts=[
             m.VolumeMount(name="scratch", mount_path=SCRATCH),
@@ -171,6 +181,17 @@ def _trainer(
         ],
     )
     return container
+
+
+def _gang_pod_labels(step_name: str) -> dict[str, str]:
+    """A gang pod's labels: its workflow (its logs show in the Argo UI), its step, and the
+    workflow's team, queue and pipeline, which the PodMonitor copies onto its metrics as Argo
+    puts them on the pods it creates itself."""
+    return {
+        WORKFLOW_LABEL: "{{workflow.name}}",
+        STEP_LABEL: step_name,
+        **{k: "{{workflow.labels." + k + "}}" for k in (TEAM_LABEL, QUEUE_LABEL, PIPELINE_LABEL)},
+    }
 
 
 def gang_step(
@@ -208,7 +229,7 @@ def gang_step(
         queue=queue or "{{workflow.labels." + QUEUE_LABEL + "}}",
         nodes=nodes,
         container=container,
-        pod_labels={WORKFLOW_LABEL: "{{workflow.name}}", STEP_LABEL: name},
+        pod_labels=_gang_pod_labels(name),
         labels={
             WORKFLOW_LABEL: "{{workflow.name}}",
             QUEUE_LABEL: "{{workflow.labels." + QUEUE_LABEL + "}}",
@@ -236,4 +257,5 @@ def gang_step(
             Parameter(name=n, value_from=m.ValueFrom(json_path=p)) for n, p in JOB_OUTPUTS.items()
         ],
         retry_strategy=retry_strategy("gang"),
+        metrics=template_metrics(name),
     )

@@ -100,3 +100,18 @@ def test_the_component_merges_links_into_an_existing_controller_config(tmp_path:
     cm = yaml.safe_load(out)
     assert cm["data"]["parallelism"] == "10"
     assert yaml.safe_load(cm["data"]["links"])[0]["name"] == "MLflow run"
+
+
+def test_argo_fills_the_dashboard_link_with_the_workflows_name() -> None:
+    from gangway.lineage.links import dashboard_link
+
+    url = "https://grafana.lab/d/run?var-workflow=${workflow.metadata.name}"
+    links = controller_links("https://mlflow.lab", url)
+    assert links[-1] == dashboard_link(url) and links[-1]["scope"] == "workflow"
+    assert argo_process_url(links[-1]["url"], _workflow("u1", "3")) == (
+        "https://grafana.lab/d/run?var-workflow=wf"
+    )
+    assert [x["name"] for x in controller_links("https://mlflow.lab")] == [
+        "MLflow run",
+        "MLflow experiment",
+    ]

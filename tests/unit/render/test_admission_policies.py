@@ -381,7 +381,8 @@ TEAM_RULES: list[tuple[str, Callable[[Obj], Obj], str]] = [
     ),
     (
         "gang-pod-wrong-queue",
-        lambda wt: gang_pod(volcano_job(wt, queue="evals")),
+        # its labels copy the workflow's queue; the Job was sent to another
+        lambda wt: gang_pod(_spec_queue(volcano_job(wt), "evals")),
         "metadata.labels[volcano.sh/queue-name] is evals: must be research",
     ),
     (

@@ -56,7 +56,7 @@ def test_crd_objects_validate_against_the_upstream_schemas(files: dict[str, str]
         pytest.skip("GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs")
     custom = [(p, o) for p, o in _objects(files) if "." in o["apiVersion"].split("/")[0]]
     kinds = {o["kind"] for _, o in custom}
-    assert {"Queue", "HyperNode"} <= kinds
+    assert {"Queue", "HyperNode", "PodMonitor"} <= kinds
     for path, obj in custom:
         if obj["apiVersion"].startswith(("admissionregistration.", "rbac.", "scheduling.k8s")):
             continue  # core API groups: checked below
@@ -211,3 +211,66 @@ def test_a_render_removes_only_what_it_rendered_there(
         path.write_text(files["base/queues.yaml"] if "queues" in path.name else "a: 1\n")
     assert write(files, out) == ["overlays/old-cluster/topology.yaml"]
     assert not gone.exists() and all(p.exists() for p in kept)
+
+
+def test_the_pod_monitor_scrapes_what_the_compiled_steps_expose(files: dict[str, str]) -> None:
+    """Each cluster with a Prometheus gets one PodMonitor: the team namespaces, the pods every
+    step has (the pipeline label), the port they serve on, their identity copied onto the
+    series under plain names, the step's own labels winning."""
+    from gangway.contract import METRICS_PORT_NAME
+    from gangway.render.monitoring import TARGET_LABELS
+
+    cfg = load_config(EXAMPLE)
+    monitors = [(p, o) for p, o in _objects(files) if o["kind"] == "PodMonitor"]
+    assert sorted(p for p, _ in monitors) == sorted(
+        f"overlays/{c}/monitoring.yaml" for c, v in cfg.clusters.items() if v.prometheus_url
+    )
+    (_, pm), *_ = monitors
+    spec = pm["spec"]
+    namespaces = {t.namespace for t in cfg.team_views().values()}
+    assert set(spec["namespaceSelector"]["matchNames"]) == namespaces
+    (expr,) = spec["selector"]["matchExpressions"]
+    (endpoint,) = spec["podMetricsEndpoints"]
+    assert endpoint["port"] == METRICS_PORT_NAME and endpoint["path"] == "/metrics"
+    assert endpoint["honorLabels"] is True
+    renamed = {r["targetLabel"] for r in endpoint["relabelings"]}
+    assert (
+        renamed == {"team", "queue", "pipeline", "step", "workflow"} == set(TARGET_LABELS.values())
+    )
+    wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
+    assert expr == {"key": "gangway.dev/pipeline", "operator": "Exists"}
+    assert expr["key"] in wt["spec"]["podMetadata"]["labels"]
+
+
+def _with_clusters(cfg: Any, **fields: Any) -> Any:
+    """``cfg`` with ``fields`` set on every cluster (the config is frozen)."""
+    clusters = {n: c.model_copy(update=fields) for n, c in cfg.clusters.items()}
+    return cfg.model_copy(update={"clusters": clusters})
+
+
+def test_a_cluster_without_prometheus_gets_no_pod_monitor() -> None:
+    cfg = _with_clusters(load_config(EXAMPLE), prometheus_url=None)
+    assert not any("monitoring.yaml" in p for p in render(cfg))
+
+
+def _links(cfg: Any, cluster: str) -> list[dict[str, str]]:
+    from gangway.render.argo import controller_configmap
+
+    links: list[dict[str, str]] = yaml.safe_load(
+        controller_configmap(cfg, cluster)["data"]["links"]
+    )
+    return links
+
+
+def test_the_argo_ui_links_to_the_metrics_dashboard_where_one_is_set() -> None:
+    cfg = load_config(EXAMPLE)
+    name, cluster = next(iter(cfg.clusters.items()))
+    assert cluster.dashboard_url
+    link = {"name": "Metrics dashboard", "scope": "workflow", "url": cluster.dashboard_url}
+    assert _links(cfg, name)[-1] == link
+    plain = _with_clusters(cfg, dashboard_url=None)
+    assert [x["name"] for x in _links(plain, name)] == ["MLflow run", "MLflow experiment"]
+    no_mlflow = _with_clusters(cfg, mlflow_url=None).model_copy(
+        update={"mlflow": cfg.mlflow.model_copy(update={"ui_url": None})}
+    )
+    assert _links(no_mlflow, name) == [link]

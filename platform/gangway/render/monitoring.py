@@ -1,0 +1,88 @@
+"""How a cluster's Prometheus finds Gangway's steps: a PodMonitor (prometheus-operator,
+``monitoring.coreos.com/v1``) in the cluster's Argo namespace that scrapes every step pod in the
+team namespaces on its container port named ``metrics`` (:mod:`gangway.workflows.metrics`).
+
+It selects pods by the label every step pod has — ``gangway.dev/pipeline``, set by the
+workflow's pod metadata on container steps and by the Volcano Job's pod template on gang pods —
+and copies the pod's team, queue, pipeline, step and workflow labels onto its series under
+their plain names (``team``, ``queue``, ``pipeline``, ``step``, ``workflow``): the operator's
+``podTargetLabels`` keep a label's name (``gangway_dev_team``), so relabelings rename them.
+``honorLabels`` lets the labels a step writes itself (:mod:`gangway.step.metrics`) win over
+these, so a series keeps the step's own identity.
+
+Rendered for a cluster whose ``prometheus_url`` is set: one that runs the Prometheus operator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gangway.config import PlatformConfig
+from gangway.contract import (
+    METRICS_PORT_NAME,
+    PIPELINE_LABEL,
+    QUEUE_LABEL,
+    STEP_LABEL,
+    TEAM_LABEL,
+    WORKFLOW_LABEL,
+)
+
+__all__ = ["POD_MONITOR", "TARGET_LABELS", "pod_monitor", "pod_monitors"]
+
+POD_MONITOR = "gangway-steps"
+"""The PodMonitor's name."""
+
+TARGET_LABELS: dict[str, str] = {
+    TEAM_LABEL: "team",
+    QUEUE_LABEL: "queue",
+    PIPELINE_LABEL: "pipeline",
+    STEP_LABEL: "step",
+    WORKFLOW_LABEL: "workflow",
+}
+"""Pod label → the label its value gets on every series scraped from the pod."""
+
+
+def _meta_label(pod_label: str) -> str:
+    """Prometheus's service-discovery label holding a pod label's value (every character
+    outside ``[a-zA-Z0-9_]`` becomes ``_``)."""
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in pod_label)
+    return f"__meta_kubernetes_pod_label_{safe}"
+
+
+def _relabelings() -> list[dict[str, Any]]:
+    return [
+        {"action": "replace", "sourceLabels": [_meta_label(pod)], "targetLabel": plain}
+        for pod, plain in TARGET_LABELS.items()
+    ]
+
+
+def pod_monitor(cfg: PlatformConfig, cluster: str) -> dict[str, Any]:
+    """The PodMonitor of ``cluster``: every Gangway step pod of every team namespace."""
+    namespaces = sorted({t.namespace for t in cfg.team_views().values()})
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {
+            "name": POD_MONITOR,
+            "namespace": cfg.clusters[cluster].namespace,
+            "labels": {"app.kubernetes.io/part-of": "gangway"},
+        },
+        "spec": {
+            "selector": {"matchExpressions": [{"key": PIPELINE_LABEL, "operator": "Exists"}]},
+            "namespaceSelector": {"matchNames": namespaces},
+            "podMetricsEndpoints": [
+                {
+                    "port": METRICS_PORT_NAME,
+                    "path": "/metrics",
+                    "honorLabels": True,
+                    "relabelings": _relabelings(),
+                }
+            ],
+        },
+    }
+
+
+def pod_monitors(cfg: PlatformConfig, cluster: str) -> list[dict[str, Any]]:
+    """``[pod_monitor]`` for a cluster whose ``prometheus_url`` is set; none for one without
+    a Prometheus (whose API server would not know the kind)."""
+    return [pod_monitor(cfg, cluster)] if cfg.clusters[cluster].prometheus_url else []
