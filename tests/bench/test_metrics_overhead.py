@@ -94,8 +94,12 @@ def test_scrape_at_64_ranks(tmp_path: Path) -> None:
     # One writer process; each rank's samples under its own process identifier, as 64
     # processes would leave them.
     code = "\n".join(
-        ["import sys", "for r in range(64):", "    sys.argv = ['x', str(r)]"]
-        + [f"    exec({_RANK_WRITER!r})"]
+        [
+            "import sys",
+            "for r in range(64):",
+            "    sys.argv = ['x', str(r)]",
+            f"    exec({_RANK_WRITER!r})",
+        ]
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True, timeout=300)
     assert len(list(directory.glob("*.db"))) >= 64
