@@ -24,6 +24,8 @@ from tests.helpers import REPO, pipeline_run
 from tests.helpers.runs import logged_steps, training_workers
 from tests.helpers.servers import free_port, prometheus_binary, prometheus_server
 
+# One worker runs the module: its run (about 40 s) is made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("scraped-run")
 STEPS, EVERY = 20, 10
 SCRAPE = "500ms"
 
