@@ -39,6 +39,8 @@ class Scraped:
     """The step the killed rank had logged when it was hit."""
     hit_at: float
     """When (Unix time)."""
+    live: str
+    """The live table's progress for the train step just before the hit."""
     took: tuple[float, float]
     """Unix times around the run."""
 
@@ -71,10 +73,23 @@ def _kill_rank_one(state: Path, hit: dict[str, Any]) -> None:
         if done and done[-1] > EVERY:
             for pid in training_workers(str(state / "storage")):
                 if _rank(pid) == 1:
+                    hit["live"] = _live_line(runs[0])
                     hit["step"], hit["at"] = done[-1], time.time()
                     os.kill(pid, signal.SIGKILL)
                     return
         time.sleep(0.05)
+
+
+def _live_line(root: Path) -> str:
+    """What the live table shows for the running train step now (what it reads each second)."""
+    from types import SimpleNamespace
+
+    from gangway.cli._progress import RunProgress
+    from gangway.local import NodeResult
+
+    reader = RunProgress()
+    reader.refresh(SimpleNamespace(name=root.name, metrics_dir=root / "metrics"))  # type: ignore[arg-type]
+    return reader.line(NodeResult(f"{root.name}.train", "train", "train", phase="Running"))
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +120,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         finally:
             server.shutdown()
             server.server_close()
-        yield Scraped(url, run.name, state, hit["step"], hit["at"], (t0, t1))
+        yield Scraped(url, run.name, state, hit["step"], hit["at"], hit["live"], (t0, t1))
 
 
 def _wait_for(url: str, promql: str, seconds: float = 20) -> None:
@@ -248,3 +263,11 @@ def test_status_shows_progress_from_prometheus(scraped: Scraped) -> None:
     out = Console(width=200, record=True)
     out.print(render_status(running, {"train": line}))
     assert line in out.export_text()
+
+
+@pytest.mark.e2e
+def test_the_live_table_shows_training_progress(scraped: Scraped) -> None:
+    """Read from the run's metrics directory while it trained, as the live table reads it."""
+    line = scraped.live
+    assert re.fullmatch(r"step \d+/20 · [\d.]+k tok/s · ETA \d+s · ckpt \d+s ago", line), line
+    assert EVERY <= int(line.split()[1].split("/")[0]) <= scraped.killed_at
