@@ -196,6 +196,8 @@ class Trainer:
             self._step(step)
             done = step + 1
             self.metrics.set("gangway_train_step", done)
+            if self.lead:
+                self.metrics.set("gangway_train_last_step_time_seconds", time.time())
             if done % self.cfg.log_every == 0 or done == self.cfg.steps:
                 self._log_window(step)
             if done % self.cfg.checkpoint_every == 0 or done == self.cfg.steps:
@@ -286,6 +288,7 @@ class Trainer:
             m.set("gangway_train_mfu_ratio", speed["mfu"])
         step_s = speed["step_time_s"] or 0.0
         m.observe("gangway_train_step_duration_seconds", step_s)
+        m.set("gangway_train_step_seconds", step_s)
         eta = eta_seconds(
             done,
             cfg.steps,

@@ -156,6 +156,21 @@ METRICS: tuple[MetricSpec, ...] = (
         _SECONDS,
     ),
     MetricSpec(
+        "gangway_train_last_step_time_seconds",
+        "gauge",
+        STEP_LABELS,
+        "Unix time of the last optimizer step: a stalled gang stops moving it",
+        "training, rank 0",
+    ),
+    MetricSpec(
+        "gangway_train_step_seconds",
+        "gauge",
+        STEP_LABELS,
+        "seconds per optimizer step over the last log window (the recent step time alerts "
+        "compare a stall with)",
+        "training, rank 0",
+    ),
+    MetricSpec(
         "gangway_train_eta_seconds",
         "gauge",
         STEP_LABELS,

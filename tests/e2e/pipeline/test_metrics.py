@@ -150,6 +150,9 @@ def test_training_reaches_its_target_and_resumes_once(scraped: Scraped) -> None:
     assert s.one(_q(s, "gangway_train_resumes_total", "train")) == 1
     assert s.one(_q(s, "gangway_step_attempts_total", "train")) == 2  # killed, then resumed
     assert s.one(_q(s, "gangway_train_eta_seconds", "train")) == 0  # at the end
+    last = s.one(_q(s, "gangway_train_last_step_time_seconds", "train"))
+    assert s.took[0] < last < s.took[1]
+    assert 0 < s.one(_q(s, "gangway_train_step_seconds", "train")) < 5
     assert s.one(_q(s, "gangway_train_tokens_per_second", "train")) > 1000
     assert 0 < s.one(_q(s, "gangway_train_loss", "train")) < 10
     # No MFU on CPUs: it needs the device's peak FLOPs.
