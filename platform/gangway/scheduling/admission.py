@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 import numpy as np
 
@@ -53,6 +53,7 @@ __all__ = [
     "ClusterDecision",
     "Decision",
     "Verdict",
+    "WaitsFor",
     "admit",
     "admit_in",
     "in_cluster",
@@ -73,6 +74,15 @@ class Verdict(IntEnum):
         return self.name.lower()
 
 
+class WaitsFor(StrEnum):
+    """What a *wait* verdict waits for (its reason says it in words)."""
+
+    QUOTA = "quota"
+    """Its queue's capability (or a parent's) to be released by what the queue runs."""
+    ROOM = "room"
+    """Enough free whole nodes inside one allowed topology domain (the cluster at widest)."""
+
+
 @dataclass(frozen=True)
 class ClusterDecision:
     cluster: str
@@ -83,6 +93,8 @@ class ClusterDecision:
     """The evictions that would make room — also on a *wait* where Volcano will not make them
     (:attr:`Preemption.volcano_acts` False): those cannot change the verdict, so they are
     worked out when first asked for."""
+    waits_for: WaitsFor | None = None
+    """For a *wait*: quota or room (see :class:`WaitsFor`); None for any other verdict."""
 
     @property
     def preemption(self) -> Preemption | None:
@@ -277,7 +289,10 @@ def admit_in(
         def unacted() -> Preemption | None:
             return unacted_preemption(w, view, queue=queue, priority=priority, now=now)
 
-    return ClusterDecision(name, Verdict.WAIT, f"{reason}. {why}", plan=unacted)
+    waits_for = WaitsFor.QUOTA if over else WaitsFor.ROOM
+    return ClusterDecision(
+        name, Verdict.WAIT, f"{reason}. {why}", plan=unacted, waits_for=waits_for
+    )
 
 
 def _pods(n: int) -> str:

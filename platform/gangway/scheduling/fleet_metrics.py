@@ -18,10 +18,12 @@ __all__ = ["ANY_MODEL", "FLEET_METRICS", "PENDING_REASONS", "fleet_spec"]
 ANY_MODEL = "any"
 """The ``gpu_model`` of the quota key ``gpu`` (every model together)."""
 
-PENDING_REASONS = ("quota", "domain", "preemption", "never_fits")
+PENDING_REASONS = ("quota", "domain", "preemption", "never_fits", "fits_now")
 """Why a pending gang waits, as ``gangway why`` classes it: for its queue's quota, for enough
 free nodes inside one topology domain, for a preemption that would make room, or never (no
-node shape or cluster could hold it)."""
+node shape or cluster could hold it) — or for nothing Gangway sees (``fits_now``: it starts at
+Volcano's next cycle, or waits on something the snapshot does not record, such as its Job's
+``networkTopology``)."""
 
 _QUEUE = ("cluster", "queue", "gpu_model")
 _CLUSTER = ("cluster", "gpu_model")
@@ -59,7 +61,7 @@ FLEET_METRICS: tuple[MetricSpec, ...] = (
         "gangway_queue_pending_gangs",
         "gauge",
         ("cluster", "queue", "reason"),
-        "pending gangs by why they wait (reason: quota, domain, preemption, never_fits)",
+        "pending gangs by why they wait (reason: quota, domain, preemption, never_fits, fits_now)",
         "exporter",
     ),
     MetricSpec(
@@ -95,7 +97,7 @@ FLEET_METRICS: tuple[MetricSpec, ...] = (
         "gauge",
         _CLUSTER,
         "free GPUs that no pending gang's pod shape fits (short of CPU, memory or GPUs on "
-        "their node); with no gang pending, none",
+        "their node); with no gang pending for the model, none",
         "exporter",
     ),
     MetricSpec(

@@ -152,9 +152,16 @@ class ClusterBuilder:
         self.gangs.append(gang.model_copy(update=times))
         return self
 
-    def pending(self, name: str, **shape: Unpack[GangShape]) -> ClusterBuilder:
-        """A gang waiting for room."""
-        self.gangs.append(self._gang(name, shape, "Pending", {}))
+    def pending(
+        self, name: str, *, hours: float | None = None, **shape: Unpack[GangShape]
+    ) -> ClusterBuilder:
+        """A gang waiting for room (``hours``: since its PodGroup was created)."""
+        gang = self._gang(name, shape, "Pending", {})
+        if hours is not None:
+            gang = gang.model_copy(
+                update={"created_at": self.parent.taken_at - timedelta(hours=hours)}
+            )
+        self.gangs.append(gang)
         return self
 
     def _gang(self, name: str, shape: GangShape, phase: str, placement: dict[str, int]) -> Gang:

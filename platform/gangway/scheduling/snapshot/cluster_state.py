@@ -107,6 +107,8 @@ class Gang(_Model):
     )
     """Node → how many of its pods run there (a running gang)."""
     workflow: str | None = None
+    created_at: Time | None = None
+    """When its PodGroup was created (how long a pending gang has waited)."""
     started_at: Time | None = None
     last_checkpoint_at: Time | None = None
     """When it last saved a checkpoint (from lineage), for what evicting it would lose."""

@@ -52,7 +52,7 @@ def example_snapshot() -> Snapshot:
     )
     # 3 nodes of H100 in one go: only 2 are free, and nothing of research is lower than it
     # but the batch sweep — which alone would not free enough in one rack or block.
-    us.pending("ablation-2", queue="research", pods=3, priority_class="gangway-normal")
+    us.pending("ablation-2", queue="research", pods=3, priority_class="gangway-normal", hours=0.75)
     eu = b.clusters["eu-west"]
     for i in range(1, 9):
         rack = "eu-rack-a" if i <= 4 else "eu-rack-b"

@@ -172,6 +172,7 @@ def _gangs(
                     "phase": "Running" if running else "Pending",
                     "placement": dict(placement) if running else {},
                     "workflow": info.labels.get(WORKFLOW_LABEL) or _label(mine, WORKFLOW_LABEL),
+                    "created_at": info.created,
                     "started_at": info.created if running else None,
                 }
             )
