@@ -28,6 +28,7 @@ __all__ = [
     "decide_pipeline",
     "decide_workloads",
     "explain_cmd",
+    "lineage_checkpoints",
     "queues_cmd",
     "read_snapshot",
     "why_cmd",
@@ -114,14 +115,16 @@ def save_cmd(
     output_file(output)  # refused now, not after minutes of reading clusters
     snap = read_snapshot(None, cluster, hint="check the kube contexts of the platform config")
     if tracking_uri:
-        snap = _with_checkpoints(snap, tracking_uri)
+        snap = lineage_checkpoints(snap, tracking_uri)
     write_output(output, dump_snapshot(snap))
     console.print(
         f"wrote {output} ({len(snap.clusters)} cluster(s))", soft_wrap=True, highlight=False
     )
 
 
-def _with_checkpoints(snap: Any, tracking_uri: str) -> Any:
+def lineage_checkpoints(snap: Any, tracking_uri: str) -> Any:
+    """``snap`` with each running gang's last checkpoint time from MLflow (as it was, with a
+    warning, when MLflow does not answer)."""
     from gangway.lineage import store
     from gangway.lineage.checkpoints import last_checkpoints
     from gangway.scheduling.snapshot import with_checkpoints
