@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -66,6 +67,15 @@ def lineage_cmd(
             help="sync: send spools into --tracking-uri even when they record another store",
         ),
     ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="sync --follow: serve gangway_lineage_spool_pending_records on "
+            "http://0.0.0.0:PORT/metrics (0: any free port, printed)",
+        ),
+    ] = None,
 ) -> None:
     """Show where a model, run, workflow or dataset came from and what came of it.
 
@@ -83,13 +93,13 @@ def lineage_cmd(
             check(tracking_uri, write=True)
         target = _SyncTarget(tracking_uri, other_store)
         if follow:
-            _follow(target, spool or [], interval, namespace)
+            _follow(target, spool or [], interval, namespace, metrics_port)
         else:
             _sync(target, spool or [], namespace)
         return
-    if follow or namespace or other_store:
+    if follow or namespace or other_store or metrics_port is not None:
         raise PermanentError(
-            "--follow, --namespace and --other-store go with `gangway lineage sync`"
+            "--follow, --namespace, --other-store and --metrics-port go with `gangway lineage sync`"
         )
     _trace(ref, tracking_uri, state_dir, as_json=as_json, depth=depth)
 
@@ -212,9 +222,16 @@ def _sync(target: _SyncTarget, spools: list[str], namespace: str | None = None) 
         )
 
 
-def _follow(target: _SyncTarget, spools: list[str], interval: float, namespace: str | None) -> None:
+def _follow(
+    target: _SyncTarget,
+    spools: list[str],
+    interval: float,
+    namespace: str | None,
+    metrics_port: int | None = None,
+) -> None:
     """``sync --follow``: pass after pass until SIGTERM or Ctrl-C (then exit 0). A server or
-    storage that is down is reported and tried again on the next pass."""
+    storage that is down is reported and tried again on the next pass. With ``metrics_port``,
+    each pass's pending records are served as ``gangway_lineage_spool_pending_records``."""
     import signal
     import threading
     import time
@@ -229,8 +246,11 @@ def _follow(target: _SyncTarget, spools: list[str], interval: float, namespace: 
     console.print(f"following {where} → {target}, a pass every {interval:g}s", highlight=False)
 
     told: set[str] = set()
+    publish = _spool_metrics(namespace, metrics_port) if metrics_port is not None else None
 
     def report(p: FollowPass) -> None:
+        if publish is not None:
+            publish(p.pending)
         stamp = time.strftime("%H:%M:%S")
         for uri, why in p.unreadable.items():
             if uri not in told:  # once: it is skipped on every pass until fixed or removed
@@ -254,3 +274,29 @@ def _follow(target: _SyncTarget, spools: list[str], interval: float, namespace: 
         on_pass=report,
     )
     console.print("stopped", highlight=False)
+
+
+def _spool_metrics(namespace: str | None, port: int) -> Callable[[int], None]:
+    """Serve the spool's pending records on ``port`` (all interfaces, as in a pod); what sets
+    the value after each pass."""
+    from gangway.cluster.exporter import Exporter, serve
+    from gangway.scheduling.fleet_metrics import fleet_spec
+
+    spec = fleet_spec("gangway_lineage_spool_pending_records")
+    latest = [0]
+    exporter: Exporter[int] = Exporter(
+        lambda: latest[0],
+        lambda pending, _before: [(spec, [((namespace or "",), float(pending))])],
+        lambda _last, _health: [],
+    )
+    try:
+        bound, _server = serve(exporter, port, "0.0.0.0")
+    except OSError as e:
+        raise PermanentError(f"--metrics-port {port}: cannot listen ({e.strerror or e})") from None
+    console.print(f"metrics: http://0.0.0.0:{bound}/metrics", highlight=False, soft_wrap=True)
+
+    def publish(pending: int) -> None:
+        latest[0] = pending
+        exporter.refresh()
+
+    return publish
