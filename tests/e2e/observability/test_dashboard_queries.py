@@ -4,10 +4,11 @@ returns data once real samples are scraped.
 
 Step samples are written by :class:`gangway.step.metrics.StepMetrics` in a child process (a
 two-rank training step and an evaluation step, as a step's code writes them) and served by
-:func:`gangway.step.metrics.serve`, as a pod serves them. The fleet samples are every series of
-:data:`~gangway.scheduling.fleet_metrics.FLEET_METRICS` written from its declaration (name,
-type, labels) by a small exposition server here — not by ``gangway exporter``, which is not in
-the tree yet. Argo's and DCGM's series are not served here: their queries are only parsed."""
+:func:`gangway.step.metrics.serve`, as a pod serves them. The fleet samples are what the
+exporter's pure side (:mod:`gangway.scheduling.fleet_samples`) decides over the example
+snapshot, served in the exposition format by a small server here (``gangway exporter``'s own
+server is not in the tree yet). Argo's and DCGM's series are not served: their queries are only
+parsed."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,6 +32,8 @@ import pytest
 from gangway.contract import ENV_METRICS_DIR, ENV_PIPELINE, ENV_QUEUE, ENV_TEAM
 from gangway.contract import WORKFLOW_IDENTITY_ENV as WF_ENV
 from gangway.scheduling.fleet_metrics import FLEET_METRICS
+from gangway.scheduling.fleet_samples import exporter_families, fleet_families
+from gangway.scheduling.snapshot.example import example_snapshot
 from gangway.step.metrics import METRICS, serve
 from tests.helpers.dashboards import metric_names, queries, rendered, stored, substituted
 from tests.helpers.servers import prometheus_binary, prometheus_server
@@ -48,15 +52,6 @@ VALUES = {
     "__range": "1m",
 }
 """What Grafana puts for each variable (one value each, as a single selection does)."""
-FLEET_LABELS = {
-    "cluster": "us-east",
-    "queue": "research",
-    "gpu_model": "H100",
-    "reason": "quota",
-    "team": "research",
-    "namespace": "team-research",
-    "workflow": WORKFLOW,
-}
 OURS = {n for m in (*METRICS, *FLEET_METRICS) for n in stored(m)}
 
 # A step's code, as it writes its samples: rank 0 and 1 of `train`, and an `eval` step's items.
@@ -96,22 +91,32 @@ _STEPS = textwrap.dedent(
 )
 
 
-def _fleet_text(started: float) -> bytes:
-    """One sample of every fleet series, counters growing with time."""
+def _fleet_text(scrapes: int) -> bytes:
+    """What the exporter's pure side (:mod:`gangway.scheduling.fleet_samples`) decides over the
+    example snapshot, in the exposition format; the team counter grows by one snapshot's
+    increment a scrape, as the exporter adds them up."""
+    snap = example_snapshot()
+    families = [
+        *fleet_families(snap, previous=snap.taken_at - timedelta(minutes=1)),
+        *exporter_families(list(snap.clusters), errors=0, last_ok=time.time(), duration=0.2),
+    ]
     lines = []
-    for m in FLEET_METRICS:
-        base = m.name.removesuffix("_total") if m.kind == "counter" else m.name
-        labels = ",".join(f'{k}="{FLEET_LABELS[k]}"' for k in m.labels)
-        value = 8 * (time.time() - started) if m.kind == "counter" else 3.0
-        lines += [f"# TYPE {base} {m.kind}", f"{m.name}{{{labels}}} {value}"]
+    for f in families:
+        base = f.spec.name.removesuffix("_total") if f.spec.kind == "counter" else f.spec.name
+        lines.append(f"# TYPE {base} {f.spec.kind}")
+        for values, value in f.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in zip(f.spec.labels, values, strict=True))
+            total = value * scrapes if f.spec.kind == "counter" else value
+            lines.append(f"{f.spec.name}{{{labels}}} {total}")
     return ("\n".join(lines) + "\n").encode()
 
 
 class _Fleet(BaseHTTPRequestHandler):
-    started = time.time()
+    scrapes = 0
 
     def do_GET(self) -> None:
-        body = _fleet_text(self.started)
+        type(self).scrapes += 1
+        body = _fleet_text(self.scrapes)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.end_headers()
