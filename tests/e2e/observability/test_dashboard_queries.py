@@ -6,9 +6,9 @@ Step samples are written by :class:`gangway.step.metrics.StepMetrics` in a child
 two-rank training step and an evaluation step, as a step's code writes them) and served by
 :func:`gangway.step.metrics.serve`, as a pod serves them. The fleet samples are what the
 exporter's pure side (:mod:`gangway.scheduling.fleet_samples`) decides over the example
-snapshot, served in the exposition format by a small server here (``gangway exporter``'s own
-server is not in the tree yet). Argo's and DCGM's series are not served: their queries are only
-parsed."""
+snapshot, served in the exposition format by a small server here (the same samples
+``gangway exporter --snapshot example`` serves, without its loop). Argo's and DCGM's series
+are not served: their queries are only parsed."""
 
 from __future__ import annotations
 
