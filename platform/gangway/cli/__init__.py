@@ -9,6 +9,7 @@ import typer
 from gangway import __version__
 from gangway.cli import (
     cluster_cmds,
+    doctor,
     exporter,
     lineage,
     lint,
@@ -55,6 +56,7 @@ app.command("explain")(scheduling.explain_cmd)
 app.command("why")(scheduling.why_cmd)
 app.command("simulate")(simulate.simulate_cmd)
 app.command("usage")(usage.usage_cmd)
+app.command("doctor")(doctor.doctor_cmd)
 app.command("exporter")(exporter.exporter_cmd)
 app.add_typer(manifests.app, name="manifests")
 app.add_typer(scheduling.app, name="snapshot")

@@ -104,7 +104,7 @@ def test_run_hera_runner_script_with_pydantic_io(tmp_path: Path) -> None:
 COMMANDS = [
     *("compile", "run", "retry", "resume", "lint", "submit", "deploy", "status", "logs"),
     *("links", "ls", "lineage", "queues", "explain", "why", "simulate", "manifests"),
-    *("snapshot", "version", "manifests render", "snapshot save", "snapshot show"),
+    *("snapshot", "version", "manifests render", "snapshot save", "snapshot show", "doctor"),
 ]
 HELP_WIDTH = 78  # click's text width at 80 columns (a margin of two)
 
