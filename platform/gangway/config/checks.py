@@ -24,6 +24,7 @@ def problems(cfg: PlatformConfig) -> list[FieldError]:
         *(p for path, q in _quotas(cfg) for p in _quota(q, path)),
         *(p for name, org in cfg.orgs.items() for p in _children(org, f"orgs.{name}")),
         *_gpu_types(cfg),
+        *_alerts(cfg),
     ]
 
 
@@ -209,3 +210,18 @@ def _gpu_types(cfg: PlatformConfig) -> Iterator[FieldError]:
                         f"{', '.join(sorted(have)) or 'none'})",
                     )
                 )
+
+
+def _alerts(cfg: PlatformConfig) -> Iterator[FieldError]:
+    """``alerts.queues`` names queues of the config; the nightly eval's clusters exist and have
+    a Prometheus (its alerts are rendered only there)."""
+    queues = sorted({v.queue for v in cfg.team_views().values()})
+    for q in cfg.alerts.queues:
+        if q not in queues:
+            yield FieldError(f"alerts.queues.{q}", f"no queue {q!r}; queues: {', '.join(queues)}")
+    for i, c in enumerate(cfg.alerts.nightly_eval.clusters):
+        path = f"alerts.nightly_eval.clusters[{i}]"
+        if c not in cfg.clusters:
+            yield FieldError(path, f"no cluster {c!r}; clusters: {', '.join(cfg.clusters)}")
+        elif not cfg.clusters[c].prometheus_url:
+            yield FieldError(path, f"cluster {c!r} has no prometheus_url: give it one")

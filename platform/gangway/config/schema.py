@@ -14,12 +14,15 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gangway.config.alerts import Alerts, NightlyEval, Thresholds
 from gangway.units import quantity, quota_of, resource_list
 
 __all__ = [
+    "Alerts",
     "Cluster",
     "HyperNodeSpec",
     "Mlflow",
+    "NightlyEval",
     "Org",
     "PlatformConfig",
     "PriorityClass",
@@ -28,6 +31,7 @@ __all__ = [
     "Storage",
     "Team",
     "TeamView",
+    "Thresholds",
     "Topology",
 ]
 
@@ -265,6 +269,8 @@ class PlatformConfig(_Model):
     orgs: dict[str, Org] = Field(default_factory=dict)
     teams: dict[str, Team] = Field(default_factory=dict)
     """Teams outside any org (their queue's parent is Volcano's root queue)."""
+    alerts: Alerts = Field(default_factory=Alerts)
+    """Thresholds of the alerting rules (:mod:`gangway.config.alerts`)."""
 
     def team_entries(self) -> list[tuple[str, str | None, str, Team]]:
         """``(field path, org or None, name, team)`` of every team as written, org teams

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,13 @@ _NAMED = {"properties", "patternProperties"}
 _DATA = {"default", "enum", "example", "const"}
 """Keywords whose values are data, not schemas: kept as they are."""
 
+_TRANSLATION = 2
+"""The version of :func:`to_json_schema`'s output, part of the cache's key."""
+
+_GO_FLAGS = re.compile(r"^\^\(\?([a-zA-Z]+)\)")
+"""A Go (RE2) pattern's flags after its ``^`` (``^(?i)(abort|warn)?$``, prometheus-operator):
+Python takes global flags only at the start."""
+
 
 def to_json_schema(node: Any) -> Any:
     """Translate one OpenAPI v3 (structural) schema node to JSON Schema."""
@@ -60,7 +68,9 @@ def to_json_schema(node: Any) -> Any:
     for k, v in node.items():
         if k in _DROP or k.startswith("x-kubernetes-"):
             continue
-        if k in _NAMED and isinstance(v, dict):
+        if k == "pattern" and isinstance(v, str):
+            out[k] = _GO_FLAGS.sub(r"(?\1)^", v)
+        elif k in _NAMED and isinstance(v, dict):
             out[k] = {name: to_json_schema(s) for name, s in v.items()}
         else:
             out[k] = v if k in _DATA else to_json_schema(v)
@@ -204,7 +214,7 @@ def _cache_dir() -> Path:
 
 def _cache_file(files: Sequence[Path]) -> Path:
     """The cache file of a directory holding ``files``: named by their paths, sizes and times."""
-    ident = []
+    ident: list[object] = [_TRANSLATION]
     for f in files:
         with contextlib.suppress(OSError):
             st = f.stat()

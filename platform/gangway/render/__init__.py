@@ -23,6 +23,7 @@ import yaml
 
 from gangway.config import PlatformConfig
 from gangway.render.admission_policies import policies
+from gangway.render.alerts import prometheus_rules
 from gangway.render.argo import controller_configmap
 from gangway.render.dashboards import dashboard_configmaps
 from gangway.render.kube import priority_classes, team_objects
@@ -55,6 +56,7 @@ def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Objects]:
         "argo-controller.yaml": [controller_configmap(cfg, name)],
         "lineage-sync.yaml": lineage_followers(cfg, name),
         "monitoring.yaml": pod_monitors(cfg, name),
+        "alerts.yaml": prometheus_rules(cfg, name),
         "dashboards.yaml": dashboard_configmaps(cfg, name),
     }
 
