@@ -67,11 +67,7 @@ def render_drift(drift: Drift, width: int = 80) -> Group:
     """A table of the checks, then each difference and the command that fixes it (findings
     with one fix share it), and the command that applies everything, wrapped to ``width``
     between words (a command's URL stays whole, to copy)."""
-    t = Table(
-        title=f"{drift.cluster} (kube context {drift.context}) against its rendering",
-        title_justify="left",
-        header_style="bold",
-    )
+    t = Table(header_style="bold")
     t.add_column("check", overflow="fold")
     t.add_column("compared", justify="right")
     t.add_column("result", overflow="fold")
@@ -80,7 +76,8 @@ def render_drift(drift: Drift, width: int = 80) -> Group:
         said = [f"{c.differences} difference(s)" if c.differences else "OK"]
         said += [f"{warnings} warning(s)"] if warnings else []
         t.add_row(c.name, str(c.compared), Text(", ".join(said), style=_style(c.differences)))
-    parts: list[Text | Table] = [t]
+    head = f"{drift.cluster} (kube context {drift.context}) against its rendering"
+    parts: list[Text | Table] = [Text(wrapped(head, width, first="", rest="  "), style="bold"), t]
     by_fix: dict[str, list[FieldError]] = {}
     for c in drift.checks:
         for f in c.findings:
