@@ -155,10 +155,16 @@ def _from_lineage(
         used: list[Used] = load_used(client, window, team)
     except Exception as e:
         raise TransientError(f"cannot read lineage from {uri}: {describe(e)}") from None
+    if not used and team is not None:
+        teams = sorted({u.attempt.team for u in load_used(client, None, None) if u.attempt.team})
+        if teams:
+            raise NotFoundError(
+                f"--team {team}: no step runs of that team in {uri}; teams there: "
+                f"{', '.join(teams)} (names are case-sensitive)"
+            )
     if not used:
-        who = f" of team {team}" if team is not None else ""
         raise NotFoundError(
-            f"no Gangway step runs{who} in {uri}: run a pipeline first (gangway run …), or "
+            f"no Gangway step runs in {uri}: run a pipeline first (gangway run …), or "
             "pass --tracking-uri of the store your steps record to"
         )
     rows = usage_rows(used, window, keys, team)
@@ -172,7 +178,7 @@ def _from_prometheus(
 
     rows, util = prom_usage(url, keys, window, team)
     series = prom_daily(url, window, team) if plot else None
-    return rows, series, f"Prometheus {url}, util from {util}"
+    return rows, series, f"Prometheus {url}" + (f" (util: {util})" if util != "none" else "")
 
 
 def _hours(h: float) -> str:

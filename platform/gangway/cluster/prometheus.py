@@ -39,6 +39,11 @@ def query(
     An unreachable server is a :class:`TransientError` naming the URL; a query Prometheus
     refuses is a :class:`GangwayError` with its message.
     """
+    if not url.startswith(("http://", "https://")):
+        raise GangwayError(
+            f"--prometheus {url}: not an http(s) URL; give the Prometheus server's address, "
+            "e.g. http://prometheus.monitoring:9090"
+        )
     params = {"query": promql}
     if at is not None:
         params["time"] = f"{at:.3f}"
@@ -48,6 +53,11 @@ def query(
             body = json.load(resp)
     except urllib.error.HTTPError as e:
         detail = _error_text(e.read())
+        if detail is None:
+            raise GangwayError(
+                f"--prometheus {url}: HTTP {e.code} from its /api/v1/query, not Prometheus's "
+                "API; is this a Prometheus server (its base URL, without a path)?"
+            ) from None
         raise GangwayError(f"Prometheus at {url} refused {promql!r}: {detail}") from None
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise TransientError(
@@ -67,11 +77,15 @@ def query(
     return out
 
 
-def _error_text(raw: bytes) -> str:
+def _error_text(raw: bytes) -> str | None:
+    """Prometheus's own error message, or None when the answer is not its API's JSON."""
     try:
-        return str(json.loads(raw).get("error", raw.decode(errors="replace")))
+        body = json.loads(raw)
     except ValueError:
-        return raw.decode(errors="replace")[:300]
+        return None
+    if not isinstance(body, dict) or "error" not in body:
+        return None
+    return str(body["error"])
 
 
 def workflow_progress(url: str, workflow: str, *, at: float | None = None) -> dict[str, Progress]:

@@ -70,13 +70,17 @@ NONE = "(none)"
 
 def parse_since(text: str) -> float:
     """``--since``: a number and a unit (``30m``, ``12h``, ``7d``, ``2w``), in seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
-    seconds = float(m.group(1)) * _UNITS[m.group(2)] if m else 0.0
-    if not m or not 0 < seconds <= 3660 * 86_400:
+    m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2) not in _UNITS:
         raise PermanentError(
             f"--since {text!r}: give how far back as a number and a unit, s, m, h, d or w "
-            "(30m, 12h, 7d, 2w), at most ten years"
+            "(30m, 12h, 7d, 2w)"
         )
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds <= 0:
+        raise PermanentError(f"--since {text!r}: must be more than zero (30m, 12h, 7d, 2w)")
+    if seconds > 3660 * 86_400:
+        raise PermanentError(f"--since {text!r}: at most ten years (520w)")
     return seconds
 
 

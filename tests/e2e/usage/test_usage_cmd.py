@@ -199,6 +199,9 @@ def _one_error(res: Output, *words: str) -> None:
         pytest.param(
             ("--state-dir", "nowhere"), ("no tracking store", "--tracking-uri"), id="no-store"
         ),
+        pytest.param(
+            ("--prometheus", "notaurl"), ("--prometheus notaurl: not an http(s) URL",), id="url"
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line(args: tuple[str, ...], words: tuple[str, ...]) -> None:
@@ -207,6 +210,11 @@ def test_bad_input_is_one_clear_line(args: tuple[str, ...], words: tuple[str, ..
 
 def test_a_store_without_runs_or_a_window_without_any(store: str, empty: str) -> None:
     _one_error(cli("usage", "--tracking-uri", empty), "no Gangway step runs", "--tracking-uri")
+    _one_error(
+        cli("usage", "--tracking-uri", store, "--team", "RESEARCH"),
+        "--team RESEARCH: no step runs of that team",
+        "teams there: research, vision",
+    )
     _one_error(cli("usage", "--tracking-uri", store, "--since", "5m"), "widen --since")
 
 
@@ -285,7 +293,7 @@ def test_prometheus_agrees_with_lineage(store: str, prometheus: str) -> None:
             assert prom[team][field] == pytest.approx(lineage[team][field], rel=0.01), (team, field)
     assert prom["research"]["util"] == pytest.approx(lineage["research"]["util"], rel=0.01)
     assert prom["research"]["wait_mean_s"] is None  # not in Prometheus
-    assert "util from mfu" in prom_doc["source"]
+    assert prom_doc["source"].endswith("(util: mfu)")
     by_step = _by(_json("--prometheus", prometheus, "--by", "step,run"), "step")
     assert by_step["train"]["gpu_hours"] == pytest.approx(32.0, rel=0.01)
     assert by_step["evaluate"]["workflow"] == "eval-b"
