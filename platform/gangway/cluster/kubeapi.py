@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from gangway.errors import PermanentError
@@ -11,12 +12,21 @@ __all__ = ["api_client"]
 
 
 def api_client(context: str | None) -> Any:
-    """A ``kubernetes.client.ApiClient`` for kube ``context`` (None: the current one)."""
-    from kubernetes import config
+    """A ``kubernetes.client.ApiClient`` for kube ``context`` (None: the current one); inside
+    a pod with no kube config (``gangway exporter`` on its cluster), the pod's service
+    account."""
+    from kubernetes import client, config
 
     try:
         return config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
     except Exception as e:
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            settings = client.Configuration()
+            try:
+                config.load_incluster_config(client_configuration=settings)  # type: ignore[no-untyped-call]
+                return client.ApiClient(settings)
+            except Exception:  # not a pod after all: the kube config's error says more
+                pass
         raise PermanentError(
             f"cannot load kube context {context or '(current)'}: {e}; check KUBECONFIG"
         ) from None

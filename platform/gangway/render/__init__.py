@@ -7,8 +7,8 @@ kustomize — a base every cluster shares and an overlay per cluster.
     overlays/NAME/     the base plus the cluster's topology (HyperNodes or their discovery),
                        its Argo workflow-controller configuration, per team namespace the
                        lineage follower (``gangway lineage sync --follow``) and, on a cluster
-                       with a Prometheus (``prometheus_url``), the PodMonitor of step pods
-                       and the Grafana dashboards (fleet, team, workflow) as ConfigMaps
+                       with a Prometheus (``prometheus_url``), the PodMonitor of step pods,
+                       the platform exporter (``gangway exporter``) and the Grafana dashboards (fleet, team, workflow) as ConfigMaps
 
 ``kubectl apply -k manifests/overlays/NAME`` installs one cluster. :func:`render` is pure;
 :func:`write` and :func:`differences` are the file I/O of ``gangway manifests render``.
@@ -26,6 +26,7 @@ from gangway.render.admission_policies import policies
 from gangway.render.alerts import prometheus_rules
 from gangway.render.argo import controller_configmap
 from gangway.render.dashboards import dashboard_configmaps
+from gangway.render.exporter import exporter_objects
 from gangway.render.kube import priority_classes, team_objects
 from gangway.render.lineage import lineage_followers
 from gangway.render.mlflow import mlflow_objects
@@ -56,6 +57,7 @@ def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Objects]:
         "argo-controller.yaml": [controller_configmap(cfg, name)],
         "lineage-sync.yaml": lineage_followers(cfg, name),
         "monitoring.yaml": pod_monitors(cfg, name),
+        "exporter.yaml": exporter_objects(cfg, name),
         "alerts.yaml": prometheus_rules(cfg, name),
         "dashboards.yaml": dashboard_configmaps(cfg, name),
     }

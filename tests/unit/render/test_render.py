@@ -56,7 +56,7 @@ def test_crd_objects_validate_against_the_upstream_schemas(files: dict[str, str]
         pytest.skip("GANGWAY_CRDS_DIR is not set: point it at the Argo + Volcano CRDs")
     custom = [(p, o) for p, o in _objects(files) if "." in o["apiVersion"].split("/")[0]]
     kinds = {o["kind"] for _, o in custom}
-    assert {"Queue", "HyperNode", "PodMonitor"} <= kinds
+    assert {"Queue", "HyperNode", "PodMonitor", "ServiceMonitor"} <= kinds
     for path, obj in custom:
         if obj["apiVersion"].startswith(("admissionregistration.", "rbac.", "scheduling.k8s")):
             continue  # core API groups: checked below
@@ -122,8 +122,12 @@ def test_the_workflow_service_account_gets_exactly_what_a_pipeline_needs(
         ("", "pods/log", "get"),
     }
     assert all(why for *_, why in RBAC_RULES)
-    kinds = {o["kind"] for _, o in _objects(files)}
-    assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+    cluster_wide = {
+        o["metadata"]["name"]
+        for _, o in _objects(files)
+        if o["kind"] in ("ClusterRole", "ClusterRoleBinding")
+    }
+    assert cluster_wide == {"gangway-exporter"}  # read-only: see the exporter's test
 
 
 def test_the_reference_pipeline_references_what_the_manifests_create(
@@ -274,3 +278,72 @@ def test_the_argo_ui_links_to_the_metrics_dashboard_where_one_is_set() -> None:
         update={"mlflow": cfg.mlflow.model_copy(update={"ui_url": None})}
     )
     assert _links(no_mlflow, name) == [link]
+
+
+def test_the_exporter_reads_only_what_a_live_snapshot_lists(files: dict[str, str]) -> None:
+    """Per cluster with a Prometheus: get and list on the kinds `scheduling/snapshot/live.py`
+    lists, nothing that writes; its Deployment runs `gangway exporter --cluster NAME` as
+    non-root with a read-only root file system; the ServiceMonitor scrapes its Service."""
+    from gangway.config import CONFIG_ENV
+
+    cfg = load_config(EXAMPLE)
+    scraped = sorted(c for c, v in cfg.clusters.items() if v.prometheus_url)
+    assert sorted(p.split("/")[1] for p in files if p.endswith("/exporter.yaml")) == scraped
+    for cluster in scraped:
+        objs = {
+            o["kind"]: o
+            for o in yaml.safe_load_all(files[f"overlays/{cluster}/exporter.yaml"])
+            if o
+        }
+        granted = {
+            (group, resource, verb)
+            for rule in objs["ClusterRole"]["rules"]
+            for group in rule["apiGroups"]
+            for resource in rule["resources"]
+            for verb in rule["verbs"]
+        }
+        reads = [
+            ("", "nodes"),
+            ("", "pods"),
+            ("scheduling.k8s.io", "priorityclasses"),
+            ("scheduling.volcano.sh", "queues"),
+            ("scheduling.volcano.sh", "podgroups"),
+            ("topology.volcano.sh", "hypernodes"),
+        ]
+        assert granted == {(g, r, v) for g, r in reads for v in ("get", "list")}
+        namespace = cfg.clusters[cluster].namespace
+        (subject,) = objs["ClusterRoleBinding"]["subjects"]
+        assert subject == {
+            "kind": "ServiceAccount",
+            "name": "gangway-exporter",
+            "namespace": namespace,
+        }
+        pod = objs["Deployment"]["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        assert c["command"] + c["args"][:3] == [
+            "gangway", "exporter", f"--cluster={cluster}", "--host=0.0.0.0", "--port=9401",
+        ]  # fmt: skip
+        sec = c["securityContext"]
+        assert (
+            sec["readOnlyRootFilesystem"]
+            and sec["runAsNonRoot"]
+            and not sec["allowPrivilegeEscalation"]
+        )
+        assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+        env = {e["name"]: e["value"] for e in c["env"]}
+        config = yaml.safe_load(objs["ConfigMap"]["data"]["platform.yaml"])
+        assert env[CONFIG_ENV].endswith("/platform.yaml") and cluster in config["clusters"]
+        assert pod["serviceAccountName"] == objs["ServiceAccount"]["metadata"]["name"]
+        (endpoint,) = objs["ServiceMonitor"]["spec"]["endpoints"]
+        (port,) = objs["Service"]["spec"]["ports"]
+        assert endpoint["port"] == port["name"] and port["port"] == 9401
+        selector = objs["ServiceMonitor"]["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= objs["Service"]["metadata"]["labels"].items()
+        assert objs["Service"]["spec"]["selector"].items() <= pod_labels(objs["Deployment"]).items()
+    plain = _with_clusters(cfg, prometheus_url=None)
+    assert not any("exporter.yaml" in p for p in render(plain))
+
+
+def pod_labels(deployment: dict[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = deployment["spec"]["template"]["metadata"]["labels"]
+    return labels
