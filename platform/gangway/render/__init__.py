@@ -8,7 +8,8 @@ kustomize — a base every cluster shares and an overlay per cluster.
                        its Argo workflow-controller configuration, per team namespace the
                        lineage follower (``gangway lineage sync --follow``) and, on a cluster
                        with a Prometheus (``prometheus_url``), the PodMonitor of step pods,
-                       the platform exporter (``gangway exporter``) and the Grafana dashboards (fleet, team, workflow) as ConfigMaps
+                       the platform exporter (``gangway exporter``) and the Grafana
+                       dashboards (fleet, team, workflow) as ConfigMaps
 
 ``kubectl apply -k manifests/overlays/NAME`` installs one cluster. :func:`render` is pure;
 :func:`write` and :func:`differences` are the file I/O of ``gangway manifests render``.
