@@ -223,9 +223,16 @@ def prometheus_binary(name: str = "prometheus") -> str:
 
 
 @contextmanager
-def prometheus_server(root: Path, targets: list[str], interval: str = "1s") -> Iterator[str]:
+def prometheus_server(
+    root: Path,
+    targets: list[str],
+    interval: str = "1s",
+    rules: Path | None = None,
+    evaluation_interval: str | None = None,
+) -> Iterator[str]:
     """A real Prometheus on 127.0.0.1 scraping ``targets`` (``HOST:PORT``, their ``/metrics``)
-    every ``interval``, its data under ``root``; yields its URL once it is ready."""
+    every ``interval``, its data under ``root``; yields its URL once it is ready. ``rules``: a
+    rule file it evaluates every ``evaluation_interval`` (default: ``interval``)."""
     import urllib.request
 
     binary = prometheus_binary()
@@ -234,7 +241,11 @@ def prometheus_server(root: Path, targets: list[str], interval: str = "1s") -> I
     config.write_text(
         json.dumps(
             {
-                "global": {"scrape_interval": interval, "evaluation_interval": interval},
+                "global": {
+                    "scrape_interval": interval,
+                    "evaluation_interval": evaluation_interval or interval,
+                },
+                "rule_files": [str(rules)] if rules is not None else [],
                 "scrape_configs": [
                     {"job_name": "gangway", "static_configs": [{"targets": targets}]}
                 ],
