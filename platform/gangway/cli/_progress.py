@@ -103,7 +103,11 @@ class RunProgress:
     def line(self, node: NodeResult) -> str:
         """What ``node``'s step reports (its template names the step), or ""."""
         p = self.known.get(node.template) or self.known.get(node.task)
-        return p.line(time.time()) if p is not None else ""
+        if p is None:
+            return ""
+        line = p.line(time.time())
+        # A fanned-out item's row shows its step's numbers: say so.
+        return f"all pods: {line}" if line and node.name.endswith(")") else line
 
 
 def _items(n: NodeResult) -> list[tuple[str, str]]:

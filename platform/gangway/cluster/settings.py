@@ -61,8 +61,8 @@ def resolve_cluster(name: str | None, env: Mapping[str, str] | None = None) -> C
     if not server:
         raise PermanentError(
             "no cluster configured: set ARGO_SERVER (and ARGO_TOKEN, ARGO_NAMESPACE) as for the "
-            "argo CLI, or pass --cluster NAME with GANGWAY_CONFIG; use --dry-run to see the "
-            "objects without a cluster"
+            "argo CLI, or pass --cluster NAME with GANGWAY_CONFIG (`gangway submit --dry-run` "
+            "shows what would be sent, without a cluster)"
         )
     token = env.get("ARGO_TOKEN") or None
     if token and not token.lower().startswith("bearer "):

@@ -80,6 +80,9 @@ class MetricSpec:
     meaning: str
     emitted_by: str
     buckets: tuple[float, ...] = ()
+    mode: str = "mostrecent"
+    """A gauge's multiprocess mode: the value written last by any process (``mostrecent``), or
+    the sum over the processes alive (``livesum``: a fanned-out step's pods together)."""
 
 
 METRICS: tuple[MetricSpec, ...] = (
@@ -94,14 +97,16 @@ METRICS: tuple[MetricSpec, ...] = (
         "gangway_step_end_time_seconds",
         "gauge",
         STEP_LABELS,
-        "Unix time the step's latest attempt ended (older than the start while it runs)",
+        "Unix time the step's latest attempt ended (absent while its first attempt runs; older "
+        "than the start while a later one runs)",
         "every step",
     ),
     MetricSpec(
         "gangway_step_attempts_total",
         "counter",
         STEP_LABELS,
-        "attempts of the step started: the first, retries and gang restarts",
+        "attempts of the step started: the first, retries and gang restarts (a fanned-out "
+        "step: each pod's)",
         "every step",
     ),
     MetricSpec(
@@ -217,8 +222,10 @@ METRICS: tuple[MetricSpec, ...] = (
         "gangway_items_per_second",
         "gauge",
         STEP_LABELS,
-        "items per second since the attempt started its items",
+        "items per second of the step's running pods together, each since it started its "
+        "items",
         "evaluation, inference",
+        mode="livesum",
     ),
 )
 
@@ -275,7 +282,7 @@ class _Registry:
         if m.kind == "counter":
             return pc.Counter(base, m.meaning, **common)
         if m.kind == "gauge":
-            return pc.Gauge(base, m.meaning, multiprocess_mode="mostrecent", **common)
+            return pc.Gauge(base, m.meaning, multiprocess_mode=m.mode, **common)
         return pc.Histogram(base, m.meaning, buckets=m.buckets, **common)
 
 
