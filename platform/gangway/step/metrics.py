@@ -80,7 +80,7 @@ class MetricSpec:
     meaning: str
     emitted_by: str
     buckets: tuple[float, ...] = ()
-    mode: str = "mostrecent"
+    mode: Literal["mostrecent", "livesum"] = "mostrecent"
     """A gauge's multiprocess mode: the value written last by any process (``mostrecent``), or
     the sum over the processes alive (``livesum``: a fanned-out step's pods together)."""
 
@@ -222,8 +222,7 @@ METRICS: tuple[MetricSpec, ...] = (
         "gangway_items_per_second",
         "gauge",
         STEP_LABELS,
-        "items per second of the step's running pods together, each since it started its "
-        "items",
+        "items per second of the step's running pods together, each since it started its items",
         "evaluation, inference",
         mode="livesum",
     ),
