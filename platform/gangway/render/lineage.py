@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gangway.config import PlatformConfig
-from gangway.contract import QUEUE_LABEL, TEAM_LABEL
+from gangway.contract import METRICS_PORT, METRICS_PORT_NAME, QUEUE_LABEL, TEAM_LABEL
 
 __all__ = ["FOLLOW_INTERVAL", "lineage_followers"]
 
@@ -40,6 +40,12 @@ def lineage_followers(cfg: PlatformConfig, cluster: str) -> list[dict[str, Any]]
                 f"--namespace={team.namespace}",
                 f"--tracking-uri={cfg.mlflow.tracking_uri}",
                 f"--interval={FOLLOW_INTERVAL}",
+                # Its spool backlog, for the LineageSpoolBacklog alert (render/monitoring.py
+                # scrapes it where the cluster has a Prometheus).
+                f"--metrics-port={METRICS_PORT}",
+            ],
+            "ports": [
+                {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"}
             ],
             "resources": {
                 "requests": {"cpu": "100m", "memory": "512Mi"},

@@ -10,6 +10,9 @@ their plain names (``team``, ``queue``, ``pipeline``, ``step``, ``workflow``): t
 ``honorLabels`` lets the labels a step writes itself (:mod:`gangway.step.metrics`) win over
 these, so a series keeps the step's own identity.
 
+A second PodMonitor, ``gangway-lineage-sync``, scrapes each team namespace's lineage follower
+(:mod:`gangway.render.lineage`) for its spool backlog (``gangway_lineage_spool_pending_records``).
+
 Rendered for a cluster whose ``prometheus_url`` is set: one that runs the Prometheus operator.
 """
 
@@ -27,10 +30,12 @@ from gangway.contract import (
     WORKFLOW_LABEL,
 )
 
-__all__ = ["POD_MONITOR", "TARGET_LABELS", "pod_monitor", "pod_monitors"]
+__all__ = ["FOLLOWER_MONITOR", "POD_MONITOR", "TARGET_LABELS", "pod_monitor", "pod_monitors"]
 
 POD_MONITOR = "gangway-steps"
-"""The PodMonitor's name."""
+"""The steps' PodMonitor's name."""
+FOLLOWER_MONITOR = "gangway-lineage-sync"
+"""The lineage followers' PodMonitor's name (their pods' ``app.kubernetes.io/name``)."""
 
 TARGET_LABELS: dict[str, str] = {
     TEAM_LABEL: "team",
@@ -82,7 +87,32 @@ def pod_monitor(cfg: PlatformConfig, cluster: str) -> dict[str, Any]:
     }
 
 
+def follower_monitor(cfg: PlatformConfig, cluster: str) -> dict[str, Any]:
+    """The PodMonitor of the lineage followers of every team namespace: their own labels
+    (``namespace``) are kept."""
+    namespaces = sorted({t.namespace for t in cfg.team_views().values()})
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {
+            "name": FOLLOWER_MONITOR,
+            "namespace": cfg.clusters[cluster].namespace,
+            "labels": {"app.kubernetes.io/part-of": "gangway"},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": FOLLOWER_MONITOR}},
+            "namespaceSelector": {"matchNames": namespaces},
+            "podMetricsEndpoints": [
+                {"port": METRICS_PORT_NAME, "path": "/metrics", "honorLabels": True}
+            ],
+        },
+    }
+
+
 def pod_monitors(cfg: PlatformConfig, cluster: str) -> list[dict[str, Any]]:
-    """``[pod_monitor]`` for a cluster whose ``prometheus_url`` is set; none for one without
-    a Prometheus (whose API server would not know the kind)."""
-    return [pod_monitor(cfg, cluster)] if cfg.clusters[cluster].prometheus_url else []
+    """The steps' and the lineage followers' PodMonitors for a cluster whose
+    ``prometheus_url`` is set; none for one without a Prometheus (whose API server would not
+    know the kind)."""
+    if not cfg.clusters[cluster].prometheus_url:
+        return []
+    return [pod_monitor(cfg, cluster), follower_monitor(cfg, cluster)]

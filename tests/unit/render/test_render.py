@@ -218,14 +218,18 @@ def test_a_render_removes_only_what_it_rendered_there(
 
 
 def test_the_pod_monitor_scrapes_what_the_compiled_steps_expose(files: dict[str, str]) -> None:
-    """Each cluster with a Prometheus gets one PodMonitor: the team namespaces, the pods every
-    step has (the pipeline label), the port they serve on, their identity copied onto the
+    """Each cluster with a Prometheus gets the steps' PodMonitor: the team namespaces, the pods
+    every step has (the pipeline label), the port they serve on, their identity copied onto the
     series under plain names, the step's own labels winning."""
     from gangway.contract import METRICS_PORT_NAME
-    from gangway.render.monitoring import TARGET_LABELS
+    from gangway.render.monitoring import POD_MONITOR, TARGET_LABELS
 
     cfg = load_config(EXAMPLE)
-    monitors = [(p, o) for p, o in _objects(files) if o["kind"] == "PodMonitor"]
+    monitors = [
+        (p, o)
+        for p, o in _objects(files)
+        if o["kind"] == "PodMonitor" and o["metadata"]["name"] == POD_MONITOR
+    ]
     assert sorted(p for p, _ in monitors) == sorted(
         f"overlays/{c}/monitoring.yaml" for c, v in cfg.clusters.items() if v.prometheus_url
     )
@@ -244,6 +248,31 @@ def test_the_pod_monitor_scrapes_what_the_compiled_steps_expose(files: dict[str,
     wt = compile_pipeline(REPO / "pipelines" / "train_eval_infer.py")
     assert expr == {"key": "gangway.dev/pipeline", "operator": "Exists"}
     assert expr["key"] in wt["spec"]["podMetadata"]["labels"]
+
+
+def test_the_lineage_followers_serve_their_backlog_to_a_pod_monitor(files: dict[str, str]) -> None:
+    """The LineageSpoolBacklog alert's series: each follower serves --metrics-port on its
+    `metrics` port, and a PodMonitor selects the followers' pods in every team namespace."""
+    from gangway.contract import METRICS_PORT, METRICS_PORT_NAME
+    from gangway.render.monitoring import FOLLOWER_MONITOR
+
+    objs = list(_objects(files))
+    followers = [
+        o for p, o in objs if o["kind"] == "Deployment" and p.endswith("lineage-sync.yaml")
+    ]
+    assert followers
+    for d in followers:
+        pod = d["spec"]["template"]
+        (c,) = pod["spec"]["containers"]
+        assert f"--metrics-port={METRICS_PORT}" in c["args"]
+        assert {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT, "protocol": "TCP"} in c[
+            "ports"
+        ]
+        assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == FOLLOWER_MONITOR
+    monitors = [o for _, o in objs if o["kind"] == "PodMonitor"]
+    (fm, *_) = [m for m in monitors if m["metadata"]["name"] == FOLLOWER_MONITOR]
+    assert fm["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": FOLLOWER_MONITOR}}
+    assert fm["spec"]["podMetricsEndpoints"][0]["port"] == METRICS_PORT_NAME
 
 
 def _with_clusters(cfg: Any, **fields: Any) -> Any:
