@@ -49,6 +49,8 @@ __all__ = [
     "GangJob",
     "SizeClass",
     "check_jobs",
+    "draw_minutes",
+    "gang_shape",
     "gangs_csv",
     "generate",
     "mean_minutes",
@@ -103,7 +105,8 @@ LONG_SHARE = {False: 0.2, True: 0.8}
 """Chance of the long range for a job of one node / of several."""
 
 
-def _minutes(rng: random.Random, multi_node: bool) -> float:
+def draw_minutes(rng: random.Random, multi_node: bool) -> float:
+    """A duration in minutes from Gavel's model (see the module docstring)."""
     lo, hi = LONG_MINUTES if rng.random() < LONG_SHARE[multi_node] else SHORT_MINUTES
     return float(10 ** rng.uniform(lo, hi))
 
@@ -118,7 +121,7 @@ def mean_minutes(multi_node: bool) -> float:
     return p * mean(*LONG_MINUTES) + (1 - p) * mean(*SHORT_MINUTES)
 
 
-def _shape(gpus: int) -> tuple[int, int]:
+def gang_shape(gpus: int) -> tuple[int, int]:
     """GPUs → (pods, GPUs a pod): one pod up to a node, else whole nodes."""
     return (1, gpus) if gpus <= NODE_GPUS else (-(-gpus // NODE_GPUS), NODE_GPUS)
 
@@ -158,8 +161,8 @@ def generate(
     t = rng.expovariate(rate)
     while t < hours:
         c = rng.choices(classes, weights)[0]
-        pods, per = _shape(c.gpus)
-        duration = _minutes(rng, pods > 1) * 60
+        pods, per = gang_shape(c.gpus)
+        duration = draw_minutes(rng, pods > 1) * 60
         jobs.append(
             GangJob(
                 name=f"g{len(jobs):05d}",
