@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
 from gangway.config.naming import name_problems, topology_problems
+from gangway.config.provisioning import provisioning_problems
 from gangway.config.schema import Org, PlatformConfig, Quota, Team
 from gangway.errors import FieldError
 
@@ -24,6 +25,7 @@ def problems(cfg: PlatformConfig) -> list[FieldError]:
         *(p for path, q in _quotas(cfg) for p in _quota(q, path)),
         *(p for name, org in cfg.orgs.items() for p in _children(org, f"orgs.{name}")),
         *_gpu_types(cfg),
+        *_provisioning(cfg),
         *_alerts(cfg),
     ]
 
@@ -198,7 +200,10 @@ def _field(resource: str) -> str:
 
 
 def _gpu_types(cfg: PlatformConfig) -> Iterator[FieldError]:
-    have = cfg.gpu_types()
+    """Every GPU type a quota names is somewhere: a cluster has it or provisions it."""
+    have = cfg.gpu_types() | {
+        t for c in cfg.clusters.values() if c.provisioning for t in c.provisioning.gpus
+    }
     for path, q in _quotas(cfg):
         for what in ("guarantee", "deserved", "capability"):
             res = getattr(q, what)
@@ -206,10 +211,19 @@ def _gpu_types(cfg: PlatformConfig) -> Iterator[FieldError]:
                 yield (
                     FieldError(
                         f"{path}.{what}.gpu.{t}",
-                        f"no cluster has {t} GPUs (clusters have: "
-                        f"{', '.join(sorted(have)) or 'none'})",
+                        f"no cluster has or provisions {t} GPUs (clusters have: "
+                        f"{', '.join(sorted(have)) or 'none'}); add it to a cluster's gpus "
+                        "or provisioning.gpus, or remove it from the quota",
                     )
                 )
+
+
+def _provisioning(cfg: PlatformConfig) -> Iterator[FieldError]:
+    granted = cfg.granted_gpus()
+    for name, c in cfg.clusters.items():
+        if c.provisioning is not None:
+            path = f"clusters.{name}.provisioning"
+            yield from provisioning_problems(path, c.provisioning, c.gpu_products, granted)
 
 
 def _alerts(cfg: PlatformConfig) -> Iterator[FieldError]:

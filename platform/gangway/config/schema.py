@@ -15,17 +15,23 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gangway.config.alerts import Alerts, NightlyEval, Thresholds
+from gangway.config.provisioning import Disruption, GpuPool, NodeClass, NodeShape, Provisioning
 from gangway.units import quantity, quota_of, resource_list
 
 __all__ = [
     "Alerts",
     "Cluster",
+    "Disruption",
+    "GpuPool",
     "HyperNodeSpec",
     "Mlflow",
     "NightlyEval",
+    "NodeClass",
+    "NodeShape",
     "Org",
     "PlatformConfig",
     "PriorityClass",
+    "Provisioning",
     "Quota",
     "Resources",
     "Storage",
@@ -189,6 +195,8 @@ class Cluster(_Model):
     gpu_products: dict[str, str] = Field(default_factory=dict)
     """GPU type → its ``nvidia.com/gpu.product`` node label value (default: the type)."""
     topology: Topology = Field(default_factory=Topology)
+    provisioning: Provisioning | None = None
+    """GPU nodes launched by Karpenter (:mod:`gangway.config.provisioning`)."""
 
 
 class Storage(_Model):
@@ -311,3 +319,14 @@ class PlatformConfig(_Model):
 
     def gpu_types(self) -> set[str]:
         return {t for c in self.clusters.values() for t in c.gpus}
+
+    def granted_gpus(self) -> dict[str, int]:
+        """GPU type → what the quotas grant on it on a cluster (every cluster has every
+        queue): the sum over teams of each one's deserved share (its guarantee where that is
+        larger)."""
+        out: dict[str, int] = {}
+        for _path, _org, _name, team in self.team_entries():
+            for t in {*team.guarantee.gpu, *team.deserved.gpu}:
+                mine = max(team.guarantee.gpu.get(t, 0), team.deserved.gpu.get(t, 0))
+                out[t] = out.get(t, 0) + mine
+        return out

@@ -9,7 +9,8 @@ kustomize — a base every cluster shares and an overlay per cluster.
                        lineage follower (``gangway lineage sync --follow``) and, on a cluster
                        with a Prometheus (``prometheus_url``), the PodMonitor of step pods,
                        the platform exporter (``gangway exporter``) and the Grafana
-                       dashboards (fleet, team, workflow) as ConfigMaps
+                       dashboards (fleet, team, workflow) as ConfigMaps, and on a cluster
+                       with ``provisioning`` its Karpenter NodePools and EC2NodeClasses
 
 ``kubectl apply -k manifests/overlays/NAME`` installs one cluster. :func:`render` is pure;
 :func:`write` and :func:`differences` are the file I/O of ``gangway manifests render``.
@@ -28,6 +29,7 @@ from gangway.render.alerts import prometheus_rules
 from gangway.render.argo import controller_configmap
 from gangway.render.dashboards import dashboard_configmaps
 from gangway.render.exporter import exporter_objects
+from gangway.render.karpenter import karpenter_objects
 from gangway.render.kube import priority_classes, team_objects
 from gangway.render.lineage import lineage_followers
 from gangway.render.mlflow import mlflow_objects
@@ -61,6 +63,7 @@ def _cluster(cfg: PlatformConfig, name: str) -> dict[str, Objects]:
         "exporter.yaml": exporter_objects(cfg, name),
         "alerts.yaml": prometheus_rules(cfg, name),
         "dashboards.yaml": dashboard_configmaps(cfg, name),
+        "karpenter.yaml": karpenter_objects(cfg, name),
     }
 
 

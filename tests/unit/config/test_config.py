@@ -86,7 +86,7 @@ def _team(raw: dict[str, Any], name: str = "research") -> dict[str, Any]:
         ),
         pytest.param(
             lambda raw: raw["teams"]["platform"]["capability"]["gpu"].update(B200=8),
-            "teams.platform.capability.gpu.B200: no cluster has B200 GPUs",
+            "teams.platform.capability.gpu.B200: no cluster has or provisions B200 GPUs",
             id="gpu-type-no-cluster-has",
         ),
         pytest.param(
