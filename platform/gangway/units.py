@@ -1,7 +1,8 @@
 """Amounts and resource names, in one home: Kubernetes quantities as whole numbers (CPU in
 millicores, memory in bytes, GPUs in devices), the names of the device resources a pod asks
-for (GPUs, RDMA), the node label and taint that mark GPU nodes, and the quota keys the
-scheduling decisions count by.
+for (GPUs, RDMA), the node label and taint that mark GPU nodes, the pod annotation that keeps
+a node autoscaler from taking a gang's node away, and the quota keys the scheduling decisions
+count by.
 
 A quota key is ``cpu``, ``memory``, ``gpu`` (GPUs of every model together, as Volcano counts
 ``nvidia.com/gpu``) or ``gpu/MODEL`` (one model, as Gangway also checks).
@@ -14,6 +15,7 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 __all__ = [
+    "DO_NOT_DISRUPT",
     "GPU_PRODUCT_LABEL",
     "GPU_RESOURCE",
     "GPU_TAINT",
@@ -47,6 +49,10 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_TAINT = "nvidia.com/gpu"
 """The taint key of GPU nodes (``nvidia.com/gpu:NoSchedule``, as the GPU operator and the
 managed Kubernetes services set it); only GPU pods tolerate it."""
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+"""The pod annotation (value ``"true"``) that stops Karpenter from consolidating, or replacing
+for drift, the node a pod runs on: every gang pod carries it, since evicting one rank restarts
+the whole gang."""
 
 IPC_LOCK = "IPC_LOCK"
 """The one capability beyond Pod Security "restricted" a pod may add: in a gang pod, in a

@@ -1,6 +1,7 @@
-"""Platform rules: whole gangs, GPUs on GPU nodes (and only GPU pods there), Pod Security
-"restricted" with its one exception for RDMA gang pods, secrets by reference. Each check
-cites the rule it implements; ``docs/gpu-clusters.md`` records the GPU and RDMA decisions."""
+"""Platform rules: whole gangs that no node autoscaler disrupts, GPUs on GPU nodes (and only
+GPU pods there), Pod Security "restricted" with its one exception for RDMA gang pods, secrets
+by reference. Each check cites the rule it implements; ``docs/gpu-clusters.md`` records the GPU
+and RDMA decisions, ``docs/capacity.md`` the disruption ones."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from gangway.errors import FieldError
 from gangway.lint._findings import finding
 from gangway.step.torchrun import count_problem
 from gangway.units import (
+    DO_NOT_DISRUPT,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     GPU_TAINT,
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from gangway.config import PlatformConfig
 
 __all__ = [
+    "check_do_not_disrupt",
     "check_gang",
     "check_launch",
     "check_pod",
@@ -54,6 +57,28 @@ def check_gang(job: Mapping[str, Any], name: str) -> list[FieldError]:
     """Gang rule: minAvailable equals the pod count, so the whole gang is admitted or none
     (:func:`gangway.volcano.gang_problems`)."""
     return [finding(name, path, message) for path, message in gang_problems(job)]
+
+
+def check_do_not_disrupt(job: Mapping[str, Any], name: str) -> list[FieldError]:
+    """Gang rule: every pod of a gang carries ``karpenter.sh/do-not-disrupt: "true"``, so
+    Karpenter's consolidation and drift never evict one rank (which restarts the whole gang
+    and loses the work since its checkpoint); ``docs/capacity.md``."""
+    out = []
+    tasks = (job.get("spec") or {}).get("tasks") or []
+    for i, task in enumerate(t for t in tasks if isinstance(t, Mapping)):
+        meta = (task.get("template") or {}).get("metadata") or {}
+        value = (meta.get("annotations") or {}).get(DO_NOT_DISRUPT)
+        if str(value).lower() != "true":
+            said = "missing" if value is None else f"is {value!r}"
+            out.append(
+                finding(
+                    name,
+                    f"spec.tasks[{i}].template.metadata.annotations.{DO_NOT_DISRUPT}",
+                    f'{said}: set it to "true" so that Karpenter never consolidates or '
+                    "replaces a node under one rank of the gang (gang_step sets it)",
+                )
+            )
+    return out
 
 
 def check_launch(container: Mapping[str, Any], path: str, name: str) -> list[FieldError]:

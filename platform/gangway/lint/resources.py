@@ -24,7 +24,12 @@ from gangway.argo.scope import static_scope
 from gangway.argo.substitution import PLACEHOLDER
 from gangway.errors import FieldError, PermanentError
 from gangway.lint._findings import finding
-from gangway.lint.platform_rules import check_gang, check_launch, check_pod
+from gangway.lint.platform_rules import (
+    check_do_not_disrupt,
+    check_gang,
+    check_launch,
+    check_pod,
+)
 from gangway.lint.structural import validate_structure
 from gangway.volcano.gang import is_job, pod_specs
 
@@ -171,6 +176,7 @@ def _created(
     findings = validate_structure(job, ctx.schemas, name) if ctx.schemas is not None else []
     if ctx.platform and is_job(job):
         findings += check_gang(job, name)
+        findings += check_do_not_disrupt(job, name)
         for path, pod in pod_specs(job):
             every = [
                 (c, f"{path}.{key}[{k}]")

@@ -214,6 +214,7 @@ def pytorch_job(
     volumes: list[Volume] | None = None,
     labels: dict[str, str] | None = None,
     grace_seconds: int | None = None,
+    pod_annotations: dict[str, str] | None = None,
 ) -> VolcanoJob:
     """A gang of ``nodes`` pods: task ``master`` (1) + ``worker`` (nodes-1), pytorch/svc/env
     plugins (MASTER_ADDR/PORT, WORLD_SIZE, RANK injected), whole-gang restart on eviction or
@@ -221,7 +222,7 @@ def pytorch_job(
 
     ``nodes`` may be an Argo placeholder (``{{inputs.parameters.nodes}}``); the worker count
     is then an Argo expression evaluated at run time. ``grace_seconds`` is how long a pod has
-    between SIGTERM and SIGKILL (to save a checkpoint).
+    between SIGTERM and SIGKILL (to save a checkpoint). ``pod_annotations`` go on every pod.
     """
     if isinstance(nodes, int):
         workers: Count = nodes - 1
@@ -237,7 +238,9 @@ def pytorch_job(
         service_account_name=service_account_name,
         termination_grace_period_seconds=grace_seconds,
     )
-    template = PodTemplate(metadata=PodMeta(labels=pod_labels), spec=spec)
+    template = PodTemplate(
+        metadata=PodMeta(labels=pod_labels, annotations=pod_annotations or None), spec=spec
+    )
     return VolcanoJob(
         generate_name=generate_name,
         labels=labels or {},

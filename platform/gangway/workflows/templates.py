@@ -31,6 +31,7 @@ from gangway.contract import (
     step_env,
 )
 from gangway.step.caching import Cache
+from gangway.units import DO_NOT_DISRUPT
 from gangway.volcano.job import FAILURE_CONDITION, JOB_OUTPUTS, SUCCESS_CONDITION, pytorch_job
 from gangway.workflows.gpu_pods import GpuPods, gpu_pods
 from gangway.workflows.memoize import KEY_INPUT, RECORD_INPUT, memoized
@@ -218,7 +219,9 @@ def gang_step(
     The Job's name is generated, so an Argo-level retry never collides with an earlier Job.
     ``gpus_per_node`` GPUs of ``gpu_product`` per pod make it a GPU gang (its pods select the
     product and tolerate the GPU taint, :func:`gangway.workflows.gpu_pods.gpu_pods`); a CPU gang has
-    neither. ``requests`` are each pod's CPU and memory.
+    neither. ``requests`` are each pod's CPU and memory. Its pods carry Karpenter's
+    ``karpenter.sh/do-not-disrupt`` (:data:`gangway.units.DO_NOT_DISRUPT`): no consolidation or
+    drift takes a node from under one rank of the gang (``docs/capacity.md``).
     """
     check_module(name, module)
     gpu = gpu_pods(gpus_per_node, gpu_product, where=f"gang step {name!r}")
@@ -230,6 +233,7 @@ def gang_step(
         nodes=nodes,
         container=container,
         pod_labels=_gang_pod_labels(name),
+        pod_annotations={DO_NOT_DISRUPT: "true"},
         labels={
             WORKFLOW_LABEL: "{{workflow.name}}",
             QUEUE_LABEL: "{{workflow.labels." + QUEUE_LABEL + "}}",

@@ -111,7 +111,14 @@ def workflow(step: Pod | None = None, gang: Pod | None = None, *, product: str =
             "minAvailable": 2,
             "queue": "research",
             "tasks": [
-                {"name": task, "replicas": 1, "template": {"spec": copy.deepcopy(pod_spec)}}
+                {
+                    "name": task,
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}},
+                        "spec": copy.deepcopy(pod_spec),
+                    },
+                }
                 for task in ("master", "worker")
             ],
         },
