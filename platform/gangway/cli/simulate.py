@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,7 +40,35 @@ FleetOption = Annotated[
     typer.Option(
         "--fleet",
         help="with --gangs: the platform config whose cluster the gangs run on, or "
-        "'example' (1,024 H100 in racks and blocks)",
+        "'example' (1,024 H100 in racks and blocks); with --workload: a platform config (every "
+        "cluster with gpus:) or a snapshot file, or 'example' (two clusters, three teams)",
+    ),
+]
+WorkloadOption = Annotated[
+    str | None,
+    typer.Option(
+        "--workload",
+        help="the fleet twin: replay gangs through the platform's own admission, preemption "
+        "and placement — 'generate' (the published job-size mix, teams by deserved share), "
+        "'openb' (the trace's own timestamps, from $GANGWAY_TRACE_DIR, or openb:FILE), or a "
+        "CSV (name, arrival_s, team, pods, gpus_per_pod, duration_s [, gpu_model, within, "
+        "priority_class, queue, checkpoint_s]); docs/capacity.md",
+    ),
+]
+WhatIfOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--what-if",
+        help="with --workload, repeatable: another full replay with add-nodes=WHERE:MODEL:N, "
+        "deserved=TEAM:±P%[,TEAM:±P%] or checkpoint-every=DURATION, beside the twin",
+    ),
+]
+CheckpointOption = Annotated[
+    str,
+    typer.Option(
+        "--checkpoint-every",
+        help="with --workload: how often a gang that names no interval saves a checkpoint "
+        "(30m, 2h; 0: never) — what a preempted gang keeps",
     ),
 ]
 LayoutOption = Annotated[
@@ -55,8 +84,12 @@ LoadOption = Annotated[
     typer.Option("--load", help="with --gangs generate: offered GPU load, × the fleet; in (0, 5]"),
 ]
 HoursOption = Annotated[
-    float,
-    typer.Option("--hours", help="with --gangs: how long to replay, hours; in (0, 8760]"),
+    float | None,
+    typer.Option(
+        "--hours",
+        help="with --gangs or --workload: how long to replay, hours; in (0, 8760] (default 336 "
+        "with --gangs, 720 with --workload, the trace's span with --workload openb)",
+    ),
 ]
 
 
@@ -70,10 +103,13 @@ def simulate_cmd(
         ),
     ] = None,
     gangs: GangsOption = None,
+    workload: WorkloadOption = None,
     fleet: FleetOption = None,
+    what_if: WhatIfOption = None,
+    checkpoint_every: CheckpointOption = "1h",
     layout: LayoutOption = "8,4",
     load: LoadOption = 1.0,
-    hours: HoursOption = 336.0,
+    hours: HoursOption = None,
     nodes: Annotated[
         str | None,
         typer.Option(
@@ -131,7 +167,27 @@ def simulate_cmd(
     until they fit, run and leave — placed by the scheduler's own decisions (gangway) and by
     two baselines (binpack, random). Writes OUT/gang_summary.md, gang_results.csv,
     gang_allocation.csv and gang_allocation.png (and OUT/gangs.csv when generated).
+
+    With --workload instead, the fleet twin: gangs of teams, queues and priority classes
+    arrive over --hours on every cluster of --fleet and go through the platform's own
+    admission, preemption and placement (what `submit --cluster auto` runs), with Volcano's
+    queue order, quotas and reclaim; preempted gangs lose the work since their last checkpoint
+    and queue again. Beside it, two baselines (no preemption; FIFO + first fit) and one replay
+    per --what-if. Writes OUT/twin_summary.md, twin_queues.csv, twin_gangs.csv,
+    twin_allocation.csv and twin_allocation.png (and OUT/workload.csv when generated).
     """
+    if workload is not None:
+        if gangs is not None or pods is not None or nodes is not None or snapshot is not None:
+            raise PermanentError(
+                "--workload replays gangs on a --fleet: leave out --gangs, --pods, --nodes and "
+                "--snapshot (give a snapshot as --fleet)"
+            )
+        twin = _TwinArgs(workload, fleet, what_if or [], checkpoint_every, layout, load, hours)
+        _simulate_twin(twin, seeds, out)
+        return
+    if what_if:
+        raise PermanentError("--what-if goes with --workload (the fleet twin)")
+    hours = 336.0 if hours is None else hours
     if gangs is not None:
         if pods is not None or nodes is not None or snapshot is not None:
             raise PermanentError(
@@ -252,6 +308,131 @@ def _simulate_gangs(
         written.append(target / "gangs.csv")
     for path in written:
         console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+@dataclass(frozen=True)
+class _TwinArgs:
+    workload: str
+    fleet: str | None
+    what_ifs: list[str]
+    checkpoint_every: str
+    layout: str
+    load: float
+    hours: float | None
+
+
+def _twin_workload(args: _TwinArgs, fleet: Any, seed: int) -> tuple[list[Any], float, str]:
+    """The gangs, the hours to replay, and a line saying where they came from."""
+    from gangway.scheduling.simulation import twin_workload as tw
+
+    if args.workload == "generate":
+        hours = 720.0 if args.hours is None else args.hours
+        gangs = tw.generate_twin(fleet, load=args.load, hours=hours, seed=seed)
+        return gangs, hours, f"generated, offered load {args.load:g}, seed {seed}"
+    if args.workload == "openb" or args.workload.startswith("openb:"):
+        path = _openb_file(args.workload)
+        gangs = tw.read_openb(path, fleet)
+        span = max((g.arrival_s + g.duration_s for g in gangs), default=0) / 3600
+        hours = span if args.hours is None else args.hours
+        return gangs, hours, f"openb on its own clock: {path} ({len(gangs)} GPU pods)"
+    path = _file("--workload", args.workload)
+    gangs = tw.read_twin_gangs(path)
+    hours = 720.0 if args.hours is None else args.hours
+    return gangs, hours, f"{path} ({len(gangs)} gangs)"
+
+
+def _openb_file(raw: str) -> Path:
+    if raw.startswith("openb:"):
+        return _file("--workload openb:", raw.removeprefix("openb:"))
+    trace = os.environ.get("GANGWAY_TRACE_DIR")
+    if not trace:
+        raise PermanentError(
+            "--workload openb: set GANGWAY_TRACE_DIR to the Alibaba openb v2023 trace's "
+            "directory, or give --workload openb:FILE"
+        )
+    return Path(trace) / "openb_pod_list_default.csv"
+
+
+def _simulate_twin(args: _TwinArgs, seeds: int, out: str) -> None:
+    from gangway.scheduling.simulation.fleet import parse_layout
+    from gangway.scheduling.simulation.run import FIRST_SEED
+    from gangway.scheduling.simulation.twin import TwinSettings
+    from gangway.scheduling.simulation.twin_fleet import twin_fleet
+    from gangway.scheduling.simulation.twin_report import write_twin_outputs
+    from gangway.scheduling.simulation.twin_workload import twin_csv
+    from gangway.scheduling.simulation.what_if import parse_duration, parse_what_if, replays
+    from gangway.storage import write_atomic
+
+    if args.fleet is None:
+        raise PermanentError(
+            "--workload needs --fleet: a platform config, a snapshot, or 'example'"
+        )
+    if not 0 < args.load <= 5:
+        raise PermanentError(f"--load {args.load:g}: give more than 0 and at most 5")
+    if seeds != 10 and seeds != 1:
+        raise PermanentError("--workload replays one seed (42): leave out --seeds")
+    every = parse_duration(args.checkpoint_every, "--checkpoint-every")
+    target = _out_dir(out)
+    fleet = twin_fleet(args.fleet, parse_layout(args.layout))
+    changes = [parse_what_if(w, fleet) for w in args.what_ifs]
+    gangs, hours, source = _twin_workload(args, fleet, FIRST_SEED)
+    if not 0 < hours <= 8760:
+        raise PermanentError(f"--hours {hours:g}: give more than 0 and at most 8760 (a year)")
+    base = TwinSettings(horizon_s=round(hours * 3600), checkpoint_s=every)
+    runs = _replay_twins(replays(fleet, gangs, base, changes))
+    _print_twin(runs)
+    with_plot = _warn_machine(1, "twin_allocation.png")
+    about = [
+        f"fleet: {args.fleet} — {fleet.describe()}",
+        f"workload: {source}",
+        f"{hours:g} hours; checkpoints every {args.checkpoint_every} unless a gang names one",
+    ]
+    title = f"Fleet twin: {args.fleet}, {args.workload}"
+    written = write_twin_outputs(target, runs, title=title, about=about, with_plot=with_plot)
+    if args.workload == "generate":
+        write_atomic(target / "workload.csv", twin_csv(gangs).encode())
+        written.append(target / "workload.csv")
+    for path in written:
+        console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def _replay_twins(plan: list[Any]) -> list[Any]:
+    from gangway.scheduling.simulation.twin import replay_twin
+
+    total = sum(len(gangs) for _, gangs, _ in plan)
+    columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("gangs"))
+    runs = []
+    try:
+        with Progress(*columns, console=err_console, transient=True) as bar:
+            task = bar.add_task("replay", total=total)
+            for fleet, gangs, settings in plan:
+                advance = lambda n: bar.advance(task, n)  # noqa: E731
+                runs.append(replay_twin(fleet, gangs, settings, progress=advance))
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted: no results written") from None
+    return runs
+
+
+def _print_twin(runs: list[Any]) -> None:
+    from gangway.scheduling.simulation.twin_report import queue_rows
+
+    table = Table(title="Fleet twin: side by side")
+    for col in ("replay", "GPU alloc %", "wait p50/p95/p99 h", "preempted", "GPU-h lost"):
+        table.add_column(col, justify="left" if col == "replay" else "right")
+    table.add_column("never fit", justify="right")
+    table.add_column("not started", justify="right")
+    for run in runs:
+        r = queue_rows(run)[-1]
+        table.add_row(
+            run.name,
+            f"{r.share:.1f}",
+            " / ".join(f"{w:.1f}" for w in r.wait_h),
+            str(r.preemptions),
+            f"{r.lost_gpu_hours:,.0f}",
+            str(r.never_fit),
+            str(r.not_started),
+        )
+    console.print(table)
 
 
 def _replay_gangs(

@@ -34,6 +34,7 @@ from gangway.scheduling.simulation.twin_workload import (
     read_twin_gangs,
     twin_csv,
 )
+from gangway.scheduling.simulation.what_if import parse_what_if
 from gangway.scheduling.snapshot.build import SnapshotBuilder
 from gangway.scheduling.workload import Workload
 
@@ -284,3 +285,65 @@ def test_three_days_generated_replay_clean_and_deterministic_with_baselines(exam
     for run in (twin, no_preemption, fifo):
         started = sum(o.first_start_s is not None for o in run.outcomes)
         assert started > 0.8 * len(gangs)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        pytest.param("add-nodes=eu-wst:H100:16", "did you mean 'eu-west'", id="unknown-cluster"),
+        pytest.param("add-nodes=eu-west:H100", "WHERE:MODEL:N", id="no-count"),
+        pytest.param("deserved=team-x:+10%", "no team 'team-x'", id="unknown-team"),
+        pytest.param("deserved=team-a:10", "TEAM:±P%", id="no-sign"),
+        pytest.param("checkpoint-every=soon", "a duration", id="bad-duration"),
+        pytest.param("add-node=eu-west:H100:16", "did you mean add-nodes", id="unknown-change"),
+    ],
+)
+def test_a_wrong_what_if_says_what_to_write(example, raw: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PermanentError, match=message):
+        parse_what_if(raw, example)
+
+
+def test_what_ifs_change_the_fleet_or_the_gangs(example) -> None:  # type: ignore[no-untyped-def]
+    more = parse_what_if("add-nodes=eu-west-1:H100:16", example).fleet(example)
+    assert more.gpus[("eu-west", "H100")] == 256 + 128
+    new = [n for n in more.snapshot.clusters["eu-west"].nodes if "whatif" in n.name]
+    assert len({n.domains["rack"] for n in new}) == 2  # racks of 8, as the cluster's
+    shifted = parse_what_if("deserved=team-a:-10%,team-b:+10%", example).fleet(example)
+    q = shifted.snapshot.clusters["us-east"].queues
+    assert (q["team-a"].deserved["gpu/H100"], q["team-b"].deserved["gpu/H100"]) == (230, 211)
+    assert q["team-a"].guarantee == example.snapshot.clusters["us-east"].queues["team-a"].guarantee
+    gangs = [gang("g", 0)]
+    assert parse_what_if("checkpoint-every=30m", example).gangs(gangs)[0].checkpoint_s == 1800
+
+
+def test_the_cli_writes_the_side_by_side_table_and_the_plot(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gangway.cli import app
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--fleet",
+            "example",
+            "--workload",
+            "generate",
+            "--hours",
+            "24",
+            "--what-if",
+            "add-nodes=eu-west:H100:16",
+            "--what-if",
+            "checkpoint-every=4h",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = (out / "twin_summary.md").read_text()
+    for name in ("twin", "no preemption", "FIFO + first fit", "add-nodes=eu-west:H100:16"):
+        assert f"| {name} |" in summary
+    assert (out / "workload.csv").is_file() and (out / "twin_queues.csv").is_file()
+    queues = (out / "twin_queues.csv").read_text().splitlines()
+    assert queues[0].startswith("replay,queue,gangs,wait_p50_h")
