@@ -354,13 +354,17 @@ def _plan(
     itself."""
     if queue not in view.state.queues:
         return None
+    lower = preempt and any(p < priority and gs for p, gs in view.running.get(queue, {}).items())
+    reclaims = reclaim_refusal(w, queue, view) is None
+    if not lower and not reclaims:
+        return None  # nobody may be evicted: no need for the table of candidates
     cand = _table(view, now)
     t = cand.table
     allowed = np.zeros(len(t.gangs), dtype=bool)
     own = t.queues.get(queue, -1)
     if preempt:
         allowed |= (t.queue == own) & (t.priority < priority)
-    if reclaim_refusal(w, queue, view) is None:
+    if reclaims:
         allowed |= cand.reclaimable & (t.queue != own)
     if not allowed.any():
         return None
