@@ -5,11 +5,13 @@ reads and serves)."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from gangway.cli._output import console
+from gangway.cli.options import interval_seconds
 from gangway.cli.scheduling import read_snapshot
 from gangway.errors import PermanentError
 
@@ -18,22 +20,6 @@ if TYPE_CHECKING:
     from gangway.scheduling.snapshot.cluster_state import Snapshot
 
 __all__ = ["exporter_cmd"]
-
-
-def _interval(text: str) -> float:
-    from gangway.argo.retries import duration_seconds
-    from gangway.errors import GangwayError
-
-    try:
-        seconds = duration_seconds(text)
-    except GangwayError:
-        seconds = 0.0
-    if not 0 < seconds <= 86_400:
-        raise PermanentError(
-            f"--interval {text!r}: give the time between snapshots as a duration (30s, 2m, "
-            "1m30s) or seconds, more than 0 and at most a day"
-        )
-    return seconds
 
 
 def _check(cluster: str | None, snapshot: str | None, port: int) -> None:
@@ -63,7 +49,7 @@ def _exporter(
     only = [cluster] if cluster else None
 
     def read() -> Snapshot:
-        snap: Snapshot = read_snapshot(snapshot, only)
+        snap: Snapshot = read_snapshot(snapshot, only) if snapshot else _live(str(cluster))
         if cluster and cluster not in snap.clusters:
             raise not_in_snapshot(cluster, snap)
         if tracking_uri:
@@ -77,10 +63,39 @@ def _exporter(
         return fleet_families(snap, previous=previous, clusters=only)
 
     def own(snap: Snapshot | None, h: Health) -> Families:
-        names = only or (list(snap.clusters) if snap is not None else [])
+        # before a file has named its clusters, the error counter is served as cluster=""
+        names = only or (list(snap.clusters) if snap is not None else [""])
         return exporter_families(names, errors=h.errors, last_ok=h.last_ok, duration=h.duration)
 
     return Exporter(read, decide, own)
+
+
+def _live(cluster: str) -> Snapshot:
+    """``cluster`` read live. A cluster that cannot be read is this reading's error, as one
+    line: transient (exit 75 with ``--once``) when its API server does not answer."""
+    from gangway.config import load_config
+    from gangway.errors import GangwayError
+    from gangway.scheduling.snapshot.live import list_objects, live_snapshot
+
+    failed: list[GangwayError] = []
+
+    def lister(context: str | None) -> list[dict[str, Any]]:
+        try:
+            return list_objects(context)
+        except GangwayError as e:
+            failed.append(e)
+            raise
+
+    def warn(message: str) -> None:
+        if not failed:  # "left out of the snapshot" is the reading's error, said once below
+            print(f"warning: {message}", file=sys.stderr, flush=True)
+
+    try:
+        return live_snapshot(load_config(), clusters=[cluster], lister=lister, warn=warn)
+    except PermanentError:
+        if failed:
+            raise type(failed[0])(f"cluster {cluster}: {failed[0]}") from None
+        raise
 
 
 def exporter_cmd(
@@ -117,7 +132,7 @@ def exporter_cmd(
     gang's last-checkpoint age. A snapshot that cannot be read is counted
     (gangway_exporter_snapshot_errors_total) and logged; the last good values stay served.
     `gangway exporter --snapshot example --once` prints them once."""
-    seconds = _interval(interval)
+    seconds = interval_seconds(interval, "snapshots")
     _check(cluster, snapshot, port)
     if once:
         _once(cluster, snapshot, tracking_uri)

@@ -1,5 +1,5 @@
 """What several commands read the same way: a pipeline or manifest file, ``-p name=value``,
-the local state directory, ``--output table|json``."""
+the local state directory, ``--output table|json``, a daemon's ``--interval``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ __all__ = [
     "ParamOpt",
     "PipelineArg",
     "StateDirOpt",
+    "interval_seconds",
     "load_manifests",
     "parse_params",
     "submission_of",
@@ -91,3 +92,24 @@ def submission_of(target: Path, objs: list[dict[str, Any]], name: str | None) ->
             raise PermanentError("--name chooses among a YAML file's objects; a .py file has one")
         return Submission(objs[0], [], objs[0])
     return choose_to_submit(target, objs, name)
+
+
+def interval_seconds(text: str, what: str, *, least: float = 0.0) -> float:
+    """A daemon's ``--interval`` (``gangway exporter``, ``lineage sync --follow``): a duration
+    (``30s``, ``2m``, ``1m30s``) or plain seconds (``30``, ``0.5``), more than ``least`` (at
+    least it, when it is not 0) and at most a day; ``what`` names what it separates."""
+    from gangway.argo.retries import duration_seconds
+    from gangway.errors import GangwayError
+
+    try:
+        seconds = duration_seconds(text)
+    except GangwayError:
+        seconds = -1.0
+    low = seconds >= least if least else seconds > 0
+    if not (low and seconds <= 86_400):
+        floor = f"at least {least:g}s" if least else "more than 0"
+        raise PermanentError(
+            f"--interval {text!r}: give the time between {what} as a duration (30s, 2m, "
+            f"1m30s) or seconds, {floor} and at most a day"
+        )
+    return seconds

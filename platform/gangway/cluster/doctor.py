@@ -4,7 +4,6 @@ comparison — a pure function — left to :func:`gangway.lint.drift.compare`.""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +28,7 @@ def read_cluster(context: str, kinds: Sequence[tuple[str, str, str]]) -> list[di
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
-    from gangway.cluster.kubeapi import api_client
+    from gangway.cluster.kubeapi import api_client, unreachable
 
     api = api_client(context)
     out: list[dict[str, Any]] = []
@@ -61,18 +60,8 @@ def read_cluster(context: str, kinds: Sequence[tuple[str, str, str]]) -> list[di
     except PermanentError:
         raise
     except Exception as e:  # connection refused, DNS, TLS
-        host = getattr(api.configuration, "host", "")
-        raise TransientError(
-            f"context {context}: cannot reach the API server {host}: {_why(e)}"
-        ) from None
+        raise TransientError(unreachable(context, api, e)) from None
     return out
-
-
-def _why(e: Exception) -> str:
-    """The cause of a connection failure in a few words (urllib3 nests it in a long line)."""
-    text = str(getattr(e, "reason", None) or e)
-    found = re.search(r"\[Errno -?\d+\] [^\"')]+|certificate verify failed[^\"')]*", text)
-    return found.group(0).strip() if found else text[:160]
 
 
 def _slim(crd: Any, api: Any) -> dict[str, Any]:

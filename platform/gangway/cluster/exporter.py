@@ -82,7 +82,12 @@ class Exporter(Generic[T]):
                 self.health = Health(h.errors + 1, h.last_ok, h.duration)
             why = "; ".join(line.strip() for line in describe(e).splitlines() if line.strip())
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-            self._log(f"{stamp} snapshot not read ({why}); serving the last good values")
+            kept = (
+                "serving the last good values"
+                if self._last is not None
+                else "no good snapshot yet: only the exporter's own metrics are served"
+            )
+            self._log(f"{stamp} snapshot not read ({why}); {kept}")
             return False
         with self._lock:
             self._fleet = [(spec, self._add_up(spec, samples)) for spec, samples in families]

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from gangway.errors import PermanentError
 
-__all__ = ["api_client"]
+__all__ = ["api_client", "unreachable"]
 
 
 def api_client(context: str | None) -> Any:
@@ -30,3 +31,14 @@ def api_client(context: str | None) -> Any:
         raise PermanentError(
             f"cannot load kube context {context or '(current)'}: {e}; check KUBECONFIG"
         ) from None
+
+
+def unreachable(context: str | None, api: Any, e: Exception) -> str:
+    """Why the API server of ``context`` did not answer, in one line: its address and the
+    cause in a few words (urllib3 nests it in a long, multi-line message)."""
+    text = str(getattr(e, "reason", None) or e)
+    found = re.search(r"\[Errno -?\d+\] [^\"')]+|certificate verify failed[^\"')]*", text)
+    cause = found.group(0).strip() if found else " ".join(text.split())[:160]
+    host = getattr(getattr(api, "configuration", None), "host", "") or ""
+    at = f" {host}" if host else ""
+    return f"context {context}: cannot reach the API server{at}: {cause}"

@@ -196,3 +196,102 @@ def test_a_snapshot_that_turns_invalid_is_counted_and_the_last_values_stay(
         "snapshot not read" in err
         and len([x for x in err.splitlines() if "snapshot not read" in x]) >= 1
     )
+
+
+def test_a_reading_that_never_worked_counts_from_zero_and_says_nothing_is_served() -> None:
+    """Before any good snapshot: the error counter is served (0, then 1 per failure), the
+    last-snapshot time and duration are not, and the log does not claim last good values."""
+    logged: list[str] = []
+    ex = Exporter(FakeReads(OSError("gone"), OSError("gone")), _decide, _own, log=logged.append)
+    errors = ("gangway_exporter_snapshot_errors_total", frozenset({("cluster", "c1")}))
+    assert _values(exposition(ex)) == {errors: 0.0}
+    assert not ex.refresh() and not ex.refresh()
+    assert _values(exposition(ex)) == {errors: 2.0}
+    assert all("no good snapshot yet" in line for line in logged) and len(logged) == 2
+    assert not any("last good values" in line for line in logged)
+
+
+def _exporter_process(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*GANGWAY, "exporter", *args, "--port", "0", "--interval", "0.2s"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_snapshot_file_that_is_not_there_serves_its_error_count(tmp_path: Path) -> None:
+    proc = _exporter_process("--snapshot", str(tmp_path / "nope.yaml"))
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[1]
+        errors = ("gangway_exporter_snapshot_errors_total", frozenset({("cluster", "")}))
+        v = _until(url, *errors, 2.0)
+        assert v[errors] >= 2.0
+        assert not any(name.startswith("gangway_exporter_last") for name, _ in v)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = err.strip().splitlines()
+    assert lines and all("no good snapshot yet" in x for x in lines), err
+    assert "last good values" not in err
+
+
+def _unreachable(tmp_path: Path) -> dict[str, str]:
+    """A kube config whose contexts point at a closed port: the API server does not answer."""
+    import os
+
+    import yaml
+
+    cluster = {"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}
+    contexts = [
+        {"name": f"gangway-{c}", "context": {"cluster": "c", "user": "u"}}
+        for c in ("us-east", "eu-west")
+    ]
+    kube = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "contexts": contexts,
+        "current-context": "gangway-us-east",
+        "users": [{"name": "u", "user": {"token": "x"}}],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(kube))
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    return {**env, "KUBECONFIG": str(path)}
+
+
+def test_an_api_server_that_does_not_answer_is_one_line_and_transient(tmp_path: Path) -> None:
+    env = _unreachable(tmp_path)
+    once = subprocess.run(
+        [*GANGWAY, "exporter", "--cluster", "us-east", "--once"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    (line,) = once.stderr.strip().splitlines()
+    assert once.returncode == 75, once.stderr
+    assert line.startswith("error: cluster us-east: ") and "cannot reach the API server" in line
+    assert "Connection refused" in line and "--snapshot" not in line
+    proc = _exporter_process("--cluster", "us-east", env=env)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("metrics: ")
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = err.strip().splitlines()
+    assert lines and all(x.count("snapshot not read (cluster us-east: context") == 1 for x in lines)
+    assert "--snapshot" not in err and "Traceback" not in err

@@ -25,7 +25,7 @@ def list_objects(context: str | None) -> list[dict[str, Any]]:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from gangway.cluster.kubeapi import api_client
+    from gangway.cluster.kubeapi import api_client, unreachable
 
     api = api_client(context)
     core = client.CoreV1Api(api)
@@ -57,7 +57,7 @@ def list_objects(context: str | None) -> list[dict[str, Any]]:
     except ApiException as e:
         raise PermanentError(f"context {context}: the API refused: {e.status} {e.reason}") from None
     except Exception as e:  # connection refused, DNS, TLS
-        raise TransientError(f"context {context}: cannot reach the API server: {e}") from None
+        raise TransientError(unreachable(context, api, e)) from None
     return out
 
 
@@ -115,7 +115,7 @@ def list_workflow_gangs(
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from gangway.cluster.kubeapi import api_client
+    from gangway.cluster.kubeapi import api_client, unreachable
     from gangway.contract import WORKFLOW_LABEL
     from gangway.volcano.job import JOB_API_GROUP, JOB_API_VERSION, JOB_KIND, JOB_RESOURCE
     from gangway.volcano.objects import LISTED_KINDS, PODGROUP_KIND
@@ -139,6 +139,6 @@ def list_workflow_gangs(
     except ApiException as e:
         raise PermanentError(f"context {context}: the API refused: {e.status} {e.reason}") from None
     except Exception as e:
-        raise TransientError(f"context {context}: cannot reach the API server: {e}") from None
+        raise TransientError(unreachable(context, api, e)) from None
     out = [{"kind": JOB_KIND, **j} for j in dict(jobs).get("items", [])]  # type: ignore[call-overload]
     return out + [{"kind": PODGROUP_KIND, **g} for g in dict(groups).get("items", [])]  # type: ignore[call-overload]
