@@ -93,15 +93,31 @@ HoursOption = Annotated[
 ]
 
 
+PodsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pods",
+        help="the pod list CSV: columns name, cpu_milli, memory_mib, num_gpu, gpu_milli "
+        "and optionally gpu_spec (GPU models separated by |)",
+    ),
+]
+NodesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--nodes", help="the node list CSV: columns sn, cpu_milli, memory_mib, gpu, model"
+    ),
+]
+SnapshotOption = Annotated[
+    str | None,
+    typer.Option(
+        "--snapshot",
+        help="instead of --nodes: a snapshot file (`gangway snapshot save`), or 'example'",
+    ),
+]
+
+
 def simulate_cmd(
-    pods: Annotated[
-        str | None,
-        typer.Option(
-            "--pods",
-            help="the pod list CSV: columns name, cpu_milli, memory_mib, num_gpu, gpu_milli "
-            "and optionally gpu_spec (GPU models separated by |)",
-        ),
-    ] = None,
+    pods: PodsOption = None,
     gangs: GangsOption = None,
     workload: WorkloadOption = None,
     fleet: FleetOption = None,
@@ -110,19 +126,8 @@ def simulate_cmd(
     layout: LayoutOption = "8,4",
     load: LoadOption = 1.0,
     hours: HoursOption = None,
-    nodes: Annotated[
-        str | None,
-        typer.Option(
-            "--nodes", help="the node list CSV: columns sn, cpu_milli, memory_mib, gpu, model"
-        ),
-    ] = None,
-    snapshot: Annotated[
-        str | None,
-        typer.Option(
-            "--snapshot",
-            help="instead of --nodes: a snapshot file (`gangway snapshot save`), or 'example'",
-        ),
-    ] = None,
+    nodes: NodesOption = None,
+    snapshot: SnapshotOption = None,
     cluster: Annotated[
         str | None, typer.Option("--cluster", help="with --snapshot or --fleet: which cluster")
     ] = None,
@@ -177,14 +182,9 @@ def simulate_cmd(
     twin_allocation.csv and twin_allocation.png (and OUT/workload.csv when generated).
     """
     if workload is not None:
-        if gangs is not None or pods is not None or nodes is not None or snapshot is not None:
-            raise PermanentError(
-                "--workload replays gangs on a --fleet: leave out --gangs, --pods, --nodes and "
-                "--snapshot (give a snapshot as --fleet)"
-            )
+        _only_twin(gangs, pods, nodes, snapshot)
         twin = _TwinArgs(workload, fleet, what_if or [], checkpoint_every, layout, load, hours)
-        _simulate_twin(twin, seeds, out)
-        return
+        return _simulate_twin(twin, seeds, out)
     if what_if:
         raise PermanentError("--what-if goes with --workload (the fleet twin)")
     hours = 336.0 if hours is None else hours
@@ -308,6 +308,14 @@ def _simulate_gangs(
         written.append(target / "gangs.csv")
     for path in written:
         console.print(f"wrote {path}", markup=False, highlight=False)
+
+
+def _only_twin(*others: str | None) -> None:
+    if any(o is not None for o in others):
+        raise PermanentError(
+            "--workload replays gangs on a --fleet: leave out --gangs, --pods, --nodes and "
+            "--snapshot (give a snapshot as --fleet)"
+        )
 
 
 @dataclass(frozen=True)
