@@ -6,14 +6,20 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gangway.cli._output import console, err_console
+from gangway.cli.options import interval_seconds
 from gangway.errors import GangwayError, PermanentError, TransientError, describe
 from gangway.lineage import store
 from gangway.lineage.store import check, sqlite_uri
+
+if TYPE_CHECKING:
+    from gangway.cluster.exporter import Families
+    from gangway.lineage.follow import FollowPass
+    from gangway.step.metrics import MetricSpec
 
 __all__ = ["lineage_cmd", "local_store"]
 
@@ -49,13 +55,16 @@ def lineage_cmd(
         bool,
         typer.Option(
             "--follow",
-            help="sync: keep going, a pass every --interval seconds, until stopped (SIGTERM, "
+            help="sync: keep going, a pass every --interval, until stopped (SIGTERM, "
             "Ctrl-C); what runs in each team namespace on a cluster",
         ),
     ] = False,
     interval: Annotated[
-        float, typer.Option(min=0.1, help="sync --follow: seconds between passes")
-    ] = 30.0,
+        str,
+        typer.Option(
+            help="sync --follow: time between passes: 30s, 2m, … (a plain number: seconds)"
+        ),
+    ] = "30s",
     namespace: Annotated[
         str | None,
         typer.Option(help="sync: only the spools of workflows that ran in this namespace"),
@@ -72,8 +81,8 @@ def lineage_cmd(
         typer.Option(
             min=0,
             max=65535,
-            help="sync --follow: serve gangway_lineage_spool_pending_records on "
-            "http://0.0.0.0:PORT/metrics (0: any free port, printed)",
+            help="sync --follow: serve the follower's metrics (pending records, errors, last "
+            "good pass) on http://0.0.0.0:PORT/metrics (0: any free port, printed)",
         ),
     ] = None,
 ) -> None:
@@ -89,11 +98,14 @@ def lineage_cmd(
     so running it twice adds nothing. With --follow it keeps sending what new workflows spool.
     """
     if ref == "sync":
+        if metrics_port is not None and not follow:
+            raise PermanentError("--metrics-port goes with --follow")
+        seconds = interval_seconds(interval, "passes", least=0.1)
         if tracking_uri is not None:
             check(tracking_uri, write=True)
         target = _SyncTarget(tracking_uri, other_store)
         if follow:
-            _follow(target, spool or [], interval, namespace, metrics_port)
+            _follow(target, spool or [], seconds, namespace, metrics_port)
         else:
             _sync(target, spool or [], namespace)
         return
@@ -222,6 +234,12 @@ def _sync(target: _SyncTarget, spools: list[str], namespace: str | None = None) 
         )
 
 
+def _log(line: str, *, err: bool = False) -> None:
+    """One daemon log line, never wrapped (a pod's log is read one line per event)."""
+    out = err_console if err else console
+    out.print(line, style="yellow" if err else None, markup=False, highlight=False, soft_wrap=True)
+
+
 def _follow(
     target: _SyncTarget,
     spools: list[str],
@@ -231,39 +249,19 @@ def _follow(
 ) -> None:
     """``sync --follow``: pass after pass until SIGTERM or Ctrl-C (then exit 0). A server or
     storage that is down is reported and tried again on the next pass. With ``metrics_port``,
-    each pass's pending records are served as ``gangway_lineage_spool_pending_records``."""
+    each pass's outcome is served (:func:`_follower_metrics`)."""
     import signal
     import threading
-    import time
 
-    from gangway.lineage.follow import FollowPass, follow
+    from gangway.lineage.follow import follow
 
     _need_spools(spools)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda n, f: stop.set())
     where = ", ".join(spools) + (f" (namespace {namespace})" if namespace else "")
-    console.print(f"following {where} → {target}, a pass every {interval:g}s", highlight=False)
-
-    told: set[str] = set()
-    publish = _spool_metrics(namespace, metrics_port) if metrics_port is not None else None
-
-    def report(p: FollowPass) -> None:
-        if publish is not None:
-            publish(p.pending)
-        stamp = time.strftime("%H:%M:%S")
-        for uri, why in p.unreadable.items():
-            if uri not in told:  # once: it is skipped on every pass until fixed or removed
-                told.add(uri)
-                err_console.print(f"[yellow]{stamp} unreadable, not sent: {uri}: {why}[/]")
-        if p.sent or p.pending:
-            console.print(
-                f"{stamp} sent {p.sent} record(s) from {p.spools} spool(s); {p.pending} pending",
-                highlight=False,
-            )
-        for root, why in p.errors.items():
-            err_console.print(f"[yellow]{stamp} {root}: {why}[/]", highlight=False)
-
+    _log(f"following {where} → {target}, a pass every {interval:g}s")
+    publish = _follower_metrics(namespace, metrics_port) if metrics_port is not None else None
     follow(
         spools,
         target.uri,
@@ -271,32 +269,104 @@ def _follow(
         stop=stop,
         namespace=namespace,
         other_store=target.other,
-        on_pass=report,
+        on_pass=_reporter(publish),
     )
-    console.print("stopped", highlight=False)
+    _log("stopped")
 
 
-def _spool_metrics(namespace: str | None, port: int) -> Callable[[int], None]:
-    """Serve the spool's pending records on ``port`` (all interfaces, as in a pod); what sets
-    the value after each pass."""
+def _reporter(publish: Callable[[FollowPass], None] | None) -> Callable[[FollowPass], None]:
+    """What each pass logs: what it sent, each error (one line each), an unreadable record
+    and a missing spool root once (they stay so on every pass until fixed)."""
+    import time
+
+    from gangway.lineage.follow import PASS_ERROR
+
+    told: set[str] = set()
+
+    def report(p: FollowPass) -> None:
+        if publish is not None:
+            publish(p)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        for root in p.missing:
+            if root not in told:
+                told.add(root)
+                _log(
+                    f"{stamp} warning: spool root {root} does not exist: nothing to send from "
+                    "it until it does (a typo? the storage not mounted?)",
+                    err=True,
+                )
+        for uri, why in p.unreadable.items():
+            if uri not in told:
+                told.add(uri)
+                _log(f"{stamp} unreadable, not sent: {uri}: {_one_line(why)}", err=True)
+        if p.sent or p.pending:
+            _log(f"{stamp} sent {p.sent} record(s) from {p.spools} spool(s); {p.pending} pending")
+        for root, why in p.errors.items():
+            where = "cannot list the spool roots" if root == PASS_ERROR else root
+            _log(f"{stamp} {where}: {_one_line(why)}", err=True)
+
+    return report
+
+
+def _one_line(text: str) -> str:
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+@dataclass(frozen=True)
+class _FollowerState:
+    """What the follower's metrics say: pending records as of the last pass that read its
+    spool roots and that pass's Unix time (None before one), and passes with errors."""
+
+    pending: int = 0
+    last_ok: float | None = None
+    errors: int = 0
+
+    def after(self, p: FollowPass, now: float) -> _FollowerState:
+        failed = self.errors + (1 if p.errors or p.missing else 0)
+        if not p.read_roots:  # what it could not read is not 0 pending: keep the last known
+            return _FollowerState(self.pending, self.last_ok, failed)
+        return _FollowerState(p.pending, now, failed)
+
+
+def _follower_metrics(namespace: str | None, port: int) -> Callable[[FollowPass], None]:
+    """Serve the follower's health on ``port`` (all interfaces, as in a pod): the pending
+    records, its errors and its last good pass, labelled ``namespace`` (none without one).
+    Returns what takes each pass's outcome."""
+    import dataclasses
+    import time
+
     from gangway.cluster.exporter import Exporter, serve
     from gangway.scheduling.fleet_metrics import fleet_spec
 
-    spec = fleet_spec("gangway_lineage_spool_pending_records")
-    latest = [0]
-    exporter: Exporter[int] = Exporter(
-        lambda: latest[0],
-        lambda pending, _before: [(spec, [((namespace or "",), float(pending))])],
-        lambda _last, _health: [],
+    def spec(name: str) -> MetricSpec:
+        found = fleet_spec(name)
+        return found if namespace else dataclasses.replace(found, labels=())
+
+    pending, last, errors = (
+        spec(f"gangway_lineage_{n}")
+        for n in ("spool_pending_records", "sync_last_pass_time_seconds", "sync_errors_total")
     )
+    key = (namespace,) if namespace else ()
+    state = [_FollowerState()]
+
+    def own(_reading: None, _health: object) -> Families:
+        s = state[0]  # pending and the last pass: absent until a pass read the spool roots
+        read = [] if s.last_ok is None else [(key, float(s.pending))]
+        return [
+            (pending, read),
+            (last, [] if s.last_ok is None else [(key, s.last_ok)]),
+            (errors, [(key, float(s.errors))]),
+        ]
+
+    # no reading of its own: each scrape serves the state the last pass left
+    exporter: Exporter[None] = Exporter(lambda: None, lambda _r, _b: [], own)
     try:
         bound, _server = serve(exporter, port, "0.0.0.0")
     except OSError as e:
         raise PermanentError(f"--metrics-port {port}: cannot listen ({e.strerror or e})") from None
-    console.print(f"metrics: http://0.0.0.0:{bound}/metrics", highlight=False, soft_wrap=True)
+    _log(f"metrics: http://0.0.0.0:{bound}/metrics")
 
-    def publish(pending: int) -> None:
-        latest[0] = pending
-        exporter.refresh()
+    def publish(p: FollowPass) -> None:
+        state[0] = state[0].after(p, time.time())
 
     return publish

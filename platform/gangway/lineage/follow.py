@@ -20,7 +20,7 @@ from gangway.lineage.records import StepRecord
 from gangway.lineage.spool import Spool, find_spools
 from gangway.lineage.store import same_store
 
-__all__ = ["FollowPass", "Replayer", "follow", "follow_pass", "target_store"]
+__all__ = ["PASS_ERROR", "FollowPass", "Replayer", "follow", "follow_pass", "target_store"]
 
 
 class Replayer:
@@ -76,6 +76,26 @@ class FollowPass:
     permanent: set[str] = field(default_factory=set)
     """Spools (of :attr:`errors`) that cannot be sent until something is fixed: their store
     is unusable, or they are for another store."""
+    missing: list[str] = field(default_factory=list)
+    """Roots on the local file system that do not exist (nothing can be read there)."""
+
+    @property
+    def read_roots(self) -> bool:
+        """Whether the pass listed every root: none failed to list (``(pass)``), none missing.
+        (Spools it then could not send do not count against it.)"""
+        return PASS_ERROR not in self.errors and not self.missing
+
+
+PASS_ERROR = "(pass)"
+"""The key of :attr:`FollowPass.errors` for a pass that could not list its roots."""
+
+
+def _missing(root: str) -> bool:
+    """A local root that does not exist (an object store's absent prefix is only empty)."""
+    from gangway import storage
+
+    loc = storage.parse(root)
+    return loc.scheme != "s3" and not loc.path.exists()
 
 
 def follow_pass(
@@ -93,7 +113,7 @@ def follow_pass(
     Each spool goes to the store it records (:meth:`Spool.recorded_store`), or to
     ``tracking_uri`` when given — into a store other than its own only with ``other_store``
     (:func:`target_store`). A spool that cannot be sent counts its records as pending."""
-    out = FollowPass()
+    out = FollowPass(missing=[r for r in roots if _missing(r)])
     found = [s for r in roots for s in find_spools(r)]
     out.found = len(found)
     for root in found:
@@ -177,5 +197,5 @@ def follow(
                 )
             )
         except Exception as e:
-            on_pass(FollowPass(errors={"(pass)": f"{type(e).__name__}: {e}"}))
+            on_pass(FollowPass(errors={PASS_ERROR: describe(e)}))
         stop.wait(interval)

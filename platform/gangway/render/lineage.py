@@ -15,8 +15,8 @@ from gangway.contract import METRICS_PORT, METRICS_PORT_NAME, QUEUE_LABEL, TEAM_
 
 __all__ = ["FOLLOW_INTERVAL", "lineage_followers"]
 
-FOLLOW_INTERVAL = 60
-"""Seconds between passes: exit handlers send lineage at once; this only catches up."""
+FOLLOW_INTERVAL = "60s"
+"""Time between passes: exit handlers send lineage at once; this only catches up."""
 _NAME = "gangway-lineage-sync"
 
 

@@ -33,21 +33,24 @@ FLEET_METRICS: tuple[MetricSpec, ...] = (
         "gangway_queue_allocated_gpus",
         "gauge",
         _QUEUE,
-        "GPUs the queue's running gangs hold",
+        "GPUs the queue's running gangs hold (a parent queue counts its children's, as gangway "
+        "queues does); every queue has gpu_model=\"any\"",
         "exporter",
     ),
     MetricSpec(
         "gangway_queue_guarantee_gpus",
         "gauge",
         _QUEUE,
-        "GPUs guaranteed to the queue (never reclaimed); absent when it has none",
+        "GPUs guaranteed to the queue (never reclaimed), the same on every cluster whatever the "
+        "cluster holds; absent when it has none",
         "exporter",
     ),
     MetricSpec(
         "gangway_queue_deserved_gpus",
         "gauge",
         _QUEUE,
-        "the queue's deserved share: above it, what it holds may be reclaimed",
+        "the deserved share (above it, what the queue holds may be reclaimed), raised to the "
+        "guarantee as Volcano's capacity plugin holds it; absent when neither is set",
         "exporter",
     ),
     MetricSpec(
@@ -61,28 +64,30 @@ FLEET_METRICS: tuple[MetricSpec, ...] = (
         "gangway_queue_pending_gangs",
         "gauge",
         ("cluster", "queue", "reason"),
-        "pending gangs by why they wait (reason: quota, domain, preemption, never_fits, fits_now)",
+        "pending gangs by why they wait (reason: quota, domain, preemption, never_fits, "
+        "fits_now); every queue x every reason, 0 included",
         "exporter",
     ),
     MetricSpec(
         "gangway_queue_oldest_pending_seconds",
         "gauge",
         ("cluster", "queue"),
-        "age of the queue's oldest pending gang (since its PodGroup was created)",
+        "age of the queue's oldest pending gang (since its PodGroup was created); 0 with none "
+        "pending; absent when none of its pending gangs has a creation time",
         "exporter",
     ),
     MetricSpec(
         "gangway_cluster_allocatable_gpus",
         "gauge",
         _CLUSTER,
-        "GPUs of schedulable nodes",
+        "GPUs of schedulable nodes, per model",
         "exporter",
     ),
     MetricSpec(
         "gangway_cluster_allocated_gpus",
         "gauge",
         _CLUSTER,
-        "GPUs held by pods",
+        "GPUs requested by pods on the model's nodes (cordoned ones too)",
         "exporter",
     ),
     MetricSpec(
@@ -96,50 +101,71 @@ FLEET_METRICS: tuple[MetricSpec, ...] = (
         "gangway_cluster_fragmented_gpus",
         "gauge",
         _CLUSTER,
-        "free GPUs that no pending gang's pod shape fits (short of CPU, memory or GPUs on "
-        "their node); with no gang pending for the model, none",
+        "free GPUs on nodes where no pending gang's pod fits (short of CPU, memory or GPUs "
+        "there); 0 when no pending gang may take the model",
         "exporter",
     ),
     MetricSpec(
         "gangway_team_gpu_seconds_total",
         "counter",
         ("cluster", "team"),
-        "GPU-seconds the team's running gangs held, counted between snapshots",
+        "GPU-seconds the team's queue's running gangs held, between one snapshot and the next "
+        "(a gang that started in between, from its start)",
         "exporter",
     ),
     MetricSpec(
         "gangway_gang_last_checkpoint_age_seconds",
         "gauge",
         ("cluster", "namespace", "queue", "workflow"),
-        "seconds since a running gang's last complete checkpoint (from lineage)",
+        "seconds since a running gang's last complete checkpoint (from lineage; the gang's name "
+        "where it belongs to no workflow)",
         "exporter",
     ),
     MetricSpec(
         "gangway_exporter_last_snapshot_time_seconds",
         "gauge",
         ("cluster",),
-        "Unix time of the last snapshot read without error",
+        "Unix time the last snapshot was read without error (the exporter's clock, not the "
+        "snapshot's taken_at); absent until one was",
         "exporter",
     ),
     MetricSpec(
         "gangway_exporter_snapshot_errors_total",
         "counter",
         ("cluster",),
-        "snapshots that could not be read (the error is logged; the exporter keeps going)",
+        "snapshots that could not be read (each logged on one line; the exporter keeps going); "
+        "0 from the start",
         "exporter",
     ),
     MetricSpec(
         "gangway_exporter_snapshot_duration_seconds",
         "gauge",
         ("cluster",),
-        "seconds the last snapshot took to read and decide over",
+        "seconds the last good snapshot took to read and decide over; absent until one was read",
         "exporter",
     ),
     MetricSpec(
         "gangway_lineage_spool_pending_records",
         "gauge",
         ("namespace",),
-        "lineage records spooled but not yet in MLflow",
+        "lineage records spooled but not yet in MLflow, as of the follower's last pass: only the "
+        "spools it could read count (read it with gangway_lineage_sync_last_pass_time_seconds)",
+        "`gangway lineage sync --follow`",
+    ),
+    MetricSpec(
+        "gangway_lineage_sync_errors_total",
+        "counter",
+        ("namespace",),
+        "passes of the lineage follower that reported an error: its spool root could not be "
+        "listed or does not exist, or a spool could not be sent; 0 from the start",
+        "`gangway lineage sync --follow`",
+    ),
+    MetricSpec(
+        "gangway_lineage_sync_last_pass_time_seconds",
+        "gauge",
+        ("namespace",),
+        "Unix time of the follower's last pass that read its spool root (listed it, whatever "
+        "it then sent); absent until one did",
         "`gangway lineage sync --follow`",
     ),
 )
