@@ -87,10 +87,11 @@ class NightlyEval(_Model):
 class Alerts(_Model):
     """Thresholds of the alerting rules rendered into each cluster with a ``prometheus_url``."""
 
-    runbook_base_url: str = "docs/runbooks"
-    """Each alert's ``runbook_url`` is ``BASE/ALERT.md``: the repository's runbooks by
-    default; set the URL your readers open them at (``https://github.com/ORG/REPO/blob/main/
-    docs/runbooks``)."""
+    runbook_base_url: str | None = None
+    """Each alert's ``runbook_url`` is ``BASE/ALERT.md``: an absolute http(s) URL where the
+    runbooks (``docs/runbooks``) are published, as Alertmanager and Slack open it
+    (``https://github.com/ORG/REPO/blob/main/docs/runbooks``); a relative one is refused
+    (:mod:`gangway.config.checks`). Unset: the rules carry no ``runbook_url``."""
     confirm_for: Duration = "2m"
     """The ``for:`` of alerts whose expression is already an age (pending, stalled, checkpoint,
     nightly eval, a stale exporter): how long the condition must hold."""
@@ -104,6 +105,9 @@ class Alerts(_Model):
     """GangwayLineageSpoolBacklog: at least this many records waiting, for this long."""
     exporter_stale: Duration = "10m"
     """GangwayExporterDown: no exporter series, or its last snapshot older than this."""
+    follower_stale: Duration = "10m"
+    """GangwayLineageFollowerFailing: errors in this window and no pass that read the spool
+    in it (none ever, or the last one older than this)."""
     nightly_eval: NightlyEval = Field(default_factory=NightlyEval)
 
     def threshold(self, queue: str | None, field: str) -> str | float:

@@ -3,6 +3,7 @@ that must be unique or must exist. A pure function: every problem, each with its
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
@@ -228,7 +229,15 @@ def _provisioning(cfg: PlatformConfig) -> Iterator[FieldError]:
 
 def _alerts(cfg: PlatformConfig) -> Iterator[FieldError]:
     """``alerts.queues`` names queues of the config; the nightly eval's clusters exist and have
-    a Prometheus (its alerts are rendered only there)."""
+    a Prometheus (its alerts are rendered only there); the runbooks' base is absolute (a
+    relative ``runbook_url`` is a dead link in Alertmanager and Slack)."""
+    base = cfg.alerts.runbook_base_url
+    if base is not None and not re.match(r"^https?://[^/\s]+", base):
+        yield FieldError(
+            "alerts.runbook_base_url",
+            f"{base!r} is not an absolute URL: give an absolute http(s) URL where the runbooks "
+            "are published (https://github.com/ORG/REPO/blob/main/docs/runbooks)",
+        )
     queues = sorted({v.queue for v in cfg.team_views().values()})
     for q in cfg.alerts.queues:
         if q not in queues:

@@ -1,6 +1,7 @@
 """Alerting rules as code: a PrometheusRule (prometheus-operator, ``monitoring.coreos.com/v1``)
 per cluster with a ``prometheus_url``, its thresholds from the config's ``alerts:`` block
-(:mod:`gangway.config.alerts`), each alert with its runbook (``docs/runbooks/ALERT.md``).
+(:mod:`gangway.config.alerts`), each alert with its runbook (``docs/runbooks/ALERT.md``, linked
+as published at ``alerts.runbook_base_url``).
 
 The rules read three sources, by the names they are declared under:
 
@@ -58,11 +59,9 @@ def _rule(cfg: Alerts, name: str, expr: str, for_: str, severity: str, **text: s
     if seconds(for_):
         rule["for"] = for_
     rule["labels"] = {"severity": severity}
-    rule["annotations"] = {
-        "summary": text["summary"],
-        "description": text["description"],
-        "runbook_url": f"{cfg.runbook_base_url.rstrip('/')}/{name}.md",
-    }
+    rule["annotations"] = {"summary": text["summary"], "description": text["description"]}
+    if cfg.runbook_base_url:  # absolute (the config check refuses a relative one)
+        rule["annotations"]["runbook_url"] = f"{cfg.runbook_base_url.rstrip('/')}/{name}.md"
     return rule
 
 
@@ -111,13 +110,28 @@ def _pending(cfg: Alerts, cluster: str) -> list[Rule]:
     return [rule]
 
 
-def _starved(cfg: Alerts, cluster: str) -> list[Rule]:
+def _fillable(cluster: str) -> str:
+    """Each queue's guarantee per GPU model, as much of it as the cluster can hold:
+    ``min(guarantee, allocatable)`` — guarantees are set per queue on every cluster, whatever
+    models it has. ``any`` (the quota key ``gpu``) is held against the cluster's total; a model
+    the cluster has no allocatable series for drops out (nothing there can fill it)."""
     c = f'cluster="{cluster}"'
     guarantee = f"{_m('gangway_queue_guarantee_gpus')}{{{c}}}"
+    allocatable = f"{_m('gangway_cluster_allocatable_gpus')}{{{c}}}"
+    total = f'label_replace(sum by (cluster) ({allocatable}), "gpu_model", "any", "", "")'
+    capacity = f"({allocatable} or {total})"
+    over = f"clamp_min({guarantee} - on (cluster, gpu_model) group_left () {capacity}, 0)"
+    return f"({guarantee} - {over})"
+
+
+def _starved(cfg: Alerts, cluster: str) -> list[Rule]:
+    c = f'cluster="{cluster}"'
+    fillable = _fillable(cluster)
     allocated = f"{_m('gangway_queue_allocated_gpus')}{{{c}}}"
+    # every class of pending gang but one that no cluster could ever hold
     pending = f'{_m("gangway_queue_pending_gangs")}{{{c}, reason!="never_fits"}}'
     expr = (
-        f"({guarantee} - ({allocated} or {guarantee} * 0)) > 0\n"
+        f"(\n  {fillable}\n  - ({allocated} or {fillable} * 0)\n) > 0\n"
         f"and on (cluster, queue) (sum by (cluster, queue) ({pending}) > 0)"
     )
     rule = _rule(
@@ -129,7 +143,8 @@ def _starved(cfg: Alerts, cluster: str) -> list[Rule]:
         summary="Queue {{ $labels.queue }} is under its guarantee with gangs pending",
         description=(
             "Queue {{ $labels.queue }} on cluster " + cluster + " holds {{ $value }} "
-            "{{ $labels.gpu_model }} GPUs less than its guarantee while gangs that could run "
+            "{{ $labels.gpu_model }} GPUs less than its guarantee (as much of it as the "
+            "cluster's allocatable GPUs of that model can hold) while gangs that could run "
             f"wait, for {cfg.starved_for} now. Volcano should have reclaimed for it: "
             f"`gangway queues --cluster {cluster}`."
         ),
@@ -327,7 +342,11 @@ def _spool(cfg: Alerts, cluster: str) -> list[Rule]:
 def _exporter(cfg: Alerts, cluster: str) -> list[Rule]:
     last = f'{_m("gangway_exporter_last_snapshot_time_seconds")}{{cluster="{cluster}"}}'
     stale = cfg.exporter_stale
-    expr = f"absent_over_time({last}[{stale}])\nor\ntime() - {last} > {seconds(stale)}"
+    # no series at all reads as the threshold itself: "at least that long"
+    expr = (
+        f"absent_over_time({last}[{stale}]) * {seconds(stale)}\n"
+        f"or\ntime() - {last} > {seconds(stale)}"
+    )
     rule = _rule(
         cfg,
         "GangwayExporterDown",
@@ -336,11 +355,46 @@ def _exporter(cfg: Alerts, cluster: str) -> list[Rule]:
         "warning",
         summary=f"The Gangway exporter of cluster {cluster} is down or stale",
         description=(
-            f"Prometheus has had no series from `gangway exporter` for cluster {cluster} for "
-            f"{stale} (value 1), or the exporter's last good snapshot is older than {stale} "
-            "(value: its age in seconds, {{ $value }}): it is down, not scraped, or cannot "
-            "read the cluster (gangway_exporter_snapshot_errors_total). The fleet alerts "
-            "(pending gangs, starved queues) are blind until it is back."
+            f"Cluster {cluster} has had no good snapshot from `gangway exporter` for "
+            f"{{{{ $value | humanizeDuration }}}} (threshold {stale}; at least that long when "
+            "Prometheus has no series from it at all): it is down, not scraped "
+            '(`up{job="gangway-exporter"}`), or cannot read the cluster '
+            "(gangway_exporter_snapshot_errors_total rising). The fleet alerts (pending gangs, "
+            "starved queues) are blind until it is back."
+        ),
+    )
+    return [rule]
+
+
+def _follower(cfg: Alerts, cluster: str) -> list[Rule]:
+    """The lineage follower of a namespace fails: errors inside the window and no pass that
+    read its spool in it (none ever, or the last one too old). A follower whose spools cannot
+    all be sent (MLflow down) still reads them: that is a backlog, not this."""
+    errors = _m("gangway_lineage_sync_errors_total")
+    last = _m("gangway_lineage_sync_last_pass_time_seconds")
+    window = cfg.follower_stale
+    n = seconds(window)
+    # never a good pass in the window reads as the window itself: "at least that long"
+    expr = (
+        f"(\n  (increase({errors}[{window}]) > 0) * 0 + {n}\n"
+        f"  unless on (namespace) (time() - {last} <= {n})\n)\n"
+        f"or\ntime() - {last} > {n}"
+    )
+    rule = _rule(
+        cfg,
+        "GangwayLineageFollowerFailing",
+        expr,
+        cfg.confirm_for,
+        "warning",
+        summary="The lineage follower of {{ $labels.namespace }} cannot read its spool",
+        description=(
+            "The lineage follower of namespace {{ $labels.namespace }} on cluster "
+            f"{cluster} has failed to read its spool root for {{{{ $value | humanizeDuration }}}} "
+            f"(threshold {window}; at least that long when it never has since it started): the "
+            "storage is unreachable, its credentials are refused, or the root does not exist. Its "
+            "pending-records count is stale meanwhile and GangwayLineageSpoolBacklog is blind: "
+            "`kubectl logs deploy/gangway-lineage-sync`, then `gangway lineage sync --spool "
+            "ROOT` by hand."
         ),
     )
     return [rule]
@@ -349,7 +403,7 @@ def _exporter(cfg: Alerts, cluster: str) -> list[Rule]:
 _GROUPS: dict[str, list[Callable[[Alerts, str], list[Rule]]]] = {
     "gangway-fleet": [_pending, _starved, _exporter],
     "gangway-training": [_stalled, _checkpoint, _gpus_idle],
-    "gangway-lineage": [_nightly, _spool],
+    "gangway-lineage": [_nightly, _spool, _follower],
 }
 
 ALERTS = (
@@ -362,6 +416,7 @@ ALERTS = (
     "GangwayNightlyEvalMissing",
     "GangwayNightlyEvalRegression",
     "GangwayLineageSpoolBacklog",
+    "GangwayLineageFollowerFailing",
 )
 """Every alert the rules may raise; each has ``docs/runbooks/NAME.md``."""
 

@@ -29,7 +29,7 @@ def test_without_the_block_every_threshold_has_its_default(tmp_path: Path) -> No
     alerts = load_config(_with(tmp_path, None)).alerts
     assert alerts.threshold("research", "pending") == BUILT_IN.pending == "30m"
     assert alerts.threshold(None, "stall_factor") == 10
-    assert alerts.nightly_eval.clusters == [] and alerts.runbook_base_url == "docs/runbooks"
+    assert alerts.nightly_eval.clusters == [] and alerts.runbook_base_url is None
 
 
 def test_a_queue_overrides_the_defaults_which_override_the_built_in(tmp_path: Path) -> None:
@@ -83,3 +83,19 @@ def test_each_mistake_is_named_with_its_field_path(
     with pytest.raises(PermanentError) as e:
         load_config(_with(tmp_path, block))
     assert expected in str(e.value)
+
+
+@pytest.mark.parametrize("base", ["docs/runbooks", "/srv/runbooks", "github.com/o/r", "ftp://x/y"])
+def test_a_runbook_base_that_is_not_an_absolute_http_url_is_refused(
+    tmp_path: Path, base: str
+) -> None:
+    with pytest.raises(PermanentError) as e:
+        load_config(_with(tmp_path, {"runbook_base_url": base}))
+    text = str(e.value)
+    assert "alerts.runbook_base_url" in text
+    assert "give an absolute http(s) URL where the runbooks are published" in text
+
+
+def test_the_example_publishes_its_runbooks_at_an_absolute_url() -> None:
+    base = load_config(EXAMPLE).alerts.runbook_base_url
+    assert base is not None and base.startswith("https://") and base.endswith("/docs/runbooks")

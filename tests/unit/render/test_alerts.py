@@ -69,12 +69,27 @@ def test_the_rule_validates_against_the_operators_crd() -> None:
 
 
 def test_each_alert_says_what_and_where_with_its_numbers() -> None:
-    for rule in _alerts(rule_groups(load_config(EXAMPLE), "us-east")):
+    cfg = load_config(EXAMPLE)
+    base = cfg.alerts.runbook_base_url
+    assert base is not None and base.startswith("https://")
+    for rule in _alerts(rule_groups(cfg, "us-east")):
         notes = rule["annotations"]
         assert set(notes) == {"summary", "description", "runbook_url"}, rule["alert"]
         assert "{{ $value" in notes["description"] + notes["summary"], rule["alert"]
-        assert notes["runbook_url"] == f"docs/runbooks/{rule['alert']}.md"
+        assert notes["runbook_url"] == f"{base}/{rule['alert']}.md"
         assert rule["labels"]["severity"] in {"warning", "critical"}
+    # without a published base, no runbook_url at all (a relative path is a dead link)
+    for rule in _alerts(rule_groups(_tested_config(), "us-east")):
+        assert "runbook_url" not in rule["annotations"], rule["alert"]
+
+
+@pytest.mark.parametrize("alert", ["GangwayExporterDown", "GangwayLineageFollowerFailing"])
+def test_an_alert_whose_value_is_an_age_says_it_as_a_duration(alert: str) -> None:
+    (rule,) = [
+        r for r in _alerts(rule_groups(load_config(EXAMPLE), "us-east")) if r["alert"] == alert
+    ]
+    assert "{{ $value | humanizeDuration }}" in rule["annotations"]["description"]
+    assert "{{ $value }}" not in rule["annotations"]["description"]
 
 
 def test_a_queue_threshold_is_its_own_part_of_the_rule() -> None:
