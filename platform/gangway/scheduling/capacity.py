@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -95,6 +96,15 @@ def deserved_share(q: QueueState) -> dict[str, int]:
     return out
 
 
+class Watcher(Protocol):
+    """Something kept from a view's running gangs (:meth:`ClusterView.watch`), told of each
+    gang that starts or stops instead of being rebuilt."""
+
+    def started(self, gang: Gang) -> None: ...
+
+    def stopped(self, gang: Gang) -> None: ...
+
+
 @dataclass
 class ClusterView:
     """One cluster's nodes and queues, ready for decisions; :meth:`hold` and :meth:`release`
@@ -139,12 +149,21 @@ class ClusterView:
     _packing: tuple[Columns, npt.NDArray[np.float32] | None] | None = None
     _losses: dict[Shape, dict[tuple[int, int, int, int, int], int]] = field(default_factory=dict)
     _memo: dict[object, object] = field(default_factory=dict)
+    _watchers: dict[str, Watcher] = field(default_factory=dict)
 
     def memo(self, key: object, build: Callable[[], object]) -> object:
         """What ``build`` makes from the view as it is (kept until a gang starts or stops)."""
         if key not in self._memo:
             self._memo[key] = build()
         return self._memo[key]
+
+    def watch(self, key: str, build: Callable[[], Watcher]) -> Watcher:
+        """What ``build`` makes from the view's running gangs, kept from then on: :meth:`hold`
+        and :meth:`release` tell it of each gang that starts or stops."""
+        hit = self._watchers.get(key)
+        if hit is None:
+            hit = self._watchers[key] = build()
+        return hit
 
     def ancestors(self, queue: str) -> list[str]:
         """``queue`` and its parents below ``root`` (cached: the hierarchy does not change)."""
@@ -352,6 +371,10 @@ class ClusterView:
             self.pending[gang.queue] -= 1
         self.gangs[gang.key] = running
         self._run(running)
+        for w in self._watchers.values():
+            if before is not None and before.phase == "Running":
+                w.stopped(before)
+            w.started(running)
         return running
 
     def _run(self, gang: Gang) -> None:
@@ -364,6 +387,8 @@ class ClusterView:
             raise ValueError(f"{gang.key} is not running here: nothing to release")
         self.give_back(self.free, current)
         self._count(current, -1)
+        for w in self._watchers.values():
+            w.stopped(current)
         self._memo.clear()
         self.gangs.pop(gang.key, None)
         self._rows.pop(gang.key, None)

@@ -46,6 +46,7 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
+from gangway.scheduling.candidates import kept_table
 from gangway.scheduling.capacity import (
     Assignment,
     ClusterView,
@@ -186,20 +187,31 @@ class _Table:
 
 def _table(view: ClusterView, now: datetime) -> _Table:
     def build() -> _Table:
-        t = victim_table(view, now, lost_gpu_hours)
-        kinds: dict[tuple[str, str | None, bool, bool, bool], bool] = {}
-        ok = np.zeros(len(t.gangs), dtype=bool)
-        for i, g in enumerate(t.gangs):
-            p = g.per_pod
-            kind = (g.queue, g.gpu_type, bool(p.gpus), bool(p.cpu), bool(p.memory))
-            if kind not in kinds:
-                kinds[kind] = _reclaim_rule(g, view) is not None
-            ok[i] = kinds[kind]
-        return _Table(t, ok)
+        t, kind, example = kept_table(view, now)
+        ok = np.zeros(max(example, default=-1) + 1, dtype=bool)
+        for code in np.unique(kind).tolist():
+            ok[code] = _reclaim_rule(example[code], view) is not None
+        return _Table(t, ok[kind])
 
     out = view.memo(("victims", now), build)
     assert isinstance(out, _Table)
     return out
+
+
+def rebuilt_table(view: ClusterView, now: datetime) -> _Table:
+    """:func:`_table` built afresh from every running gang, as it was before the table was
+    kept (:mod:`gangway.scheduling.candidates`): the reference the kept one is checked
+    against."""
+    t = victim_table(view, now, lost_gpu_hours)
+    kinds: dict[tuple[str, str | None, bool, bool, bool], bool] = {}
+    ok = np.zeros(len(t.gangs), dtype=bool)
+    for i, g in enumerate(t.gangs):
+        p = g.per_pod
+        kind = (g.queue, g.gpu_type, bool(p.gpus), bool(p.cpu), bool(p.memory))
+        if kind not in kinds:
+            kinds[kind] = _reclaim_rule(g, view) is not None
+        ok[i] = kinds[kind]
+    return _Table(t, ok)
 
 
 @dataclass

@@ -34,6 +34,7 @@ the same way, and picks the nodes:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -89,18 +90,68 @@ class VictimTable:
     gang: Ints
     amount: Ints
     """(rows, 3): what the gang holds on the node (CPU, memory, GPUs)."""
-    by_node: list[list[tuple[int, int, int, int]]]
+    by_node: ByNode
     """Per node: its rows as (gang, CPU, memory, GPUs), in victim order."""
     priorities: list[int]
     """:attr:`priority` as a list (read one at a time)."""
-    rank: dict[str, int]
+    rank: Ranks
     """Gang key → its index."""
+
+
+class ByNode:
+    """A table's rows node by node, each node's as (gang, CPU, memory, GPUs) in victim order
+    (worked out for a node when first read: a search reads few)."""
+
+    def __init__(self, nodes: int, node: Ints, gang: Ints, amount: Ints) -> None:
+        self.nodes, self.node, self.gang, self.amount = nodes, node, gang, amount
+        self.starts = np.searchsorted(node, np.arange(nodes + 1)).tolist()
+        self.done: dict[int, list[tuple[int, int, int, int]]] = {}
+
+    def __len__(self) -> int:
+        return self.nodes
+
+    def __getitem__(self, n: int) -> list[tuple[int, int, int, int]]:
+        hit = self.done.get(n)
+        if hit is None:
+            a, b = self.starts[n], self.starts[n + 1]
+            hit = self.done[n] = [
+                (g, c, m, x)
+                for g, (c, m, x) in zip(
+                    self.gang[a:b].tolist(), self.amount[a:b].tolist(), strict=True
+                )
+            ]
+        return hit
+
+
+class Ranks:
+    """Gang key → its rank in a table, looked up when asked (:attr:`VictimTable.rank`)."""
+
+    def __init__(self, keys: Sequence[str], rank: Ints) -> None:
+        self.keys, self.ranks = keys, rank
+        """``keys`` sorted; ``rank``: each one's."""
+
+    def __getitem__(self, key: str) -> int:
+        i = bisect.bisect_left(self.keys, key)
+        if i == len(self.keys) or self.keys[i] != key:
+            raise KeyError(key)
+        return int(self.ranks[i])
+
+    def get(self, key: str) -> int | None:
+        try:
+            return self[key]
+        except KeyError:
+            return None
+
+    def items(self) -> list[tuple[str, int]]:
+        return sorted(zip(self.keys, map(int, self.ranks), strict=True), key=lambda kv: kv[1])
 
 
 def victim_table(
     view: ClusterView, now: datetime, cost: Callable[[Gang, datetime], float | None]
 ) -> VictimTable:
-    """The table of ``view``'s running gangs at ``now`` (``cost``: what evicting one loses)."""
+    """The table of ``view``'s running gangs at ``now`` (``cost``: what evicting one loses),
+    built afresh (:func:`kept_table` keeps it instead, for the cost
+    :func:`~gangway.scheduling.preemption.lost_gpu_hours` reads)."""
     ranked = []
     for by_priority in view.running.values():
         for running in by_priority.values():
@@ -110,14 +161,12 @@ def victim_table(
                     ranked.append((g.priority, lost is None, lost or 0.0, g.key, g))
     ranked.sort(key=lambda r: r[:4])
     gangs = [r[4] for r in ranked]
-    queues: dict[str, int] = {}
     index = view.index
     node_of: list[int] = []
     gang_of: list[int] = []
     pods: list[int] = []
     shape: list[tuple[int, int, int]] = []
     for i, g in enumerate(gangs):
-        queues.setdefault(g.queue, len(queues))
         p = g.per_pod
         shape.append((p.cpu, p.memory, p.gpus))
         for name, k in g.placement.items():
@@ -132,14 +181,17 @@ def victim_table(
     amount = np.array(pods, dtype=np.int64)[:, None] * per_pod[gang]
     order = np.lexsort((gang, node))
     node, gang, amount = node[order], gang[order], amount[order]
-    by_node: list[list[tuple[int, int, int, int]]] = [[] for _ in view.nodes]
-    for at, rank, (c, m, x) in zip(node.tolist(), gang.tolist(), amount.tolist(), strict=True):
-        by_node[at].append((rank, c, m, x))
+    queues: dict[str, int] = {}
+    for g in gangs:
+        queues.setdefault(g.queue, len(queues))
+    keys = sorted(g.key for g in gangs)
+    rank = {g.key: i for i, g in enumerate(gangs)}
+    priority = np.array([g.priority for g in gangs], dtype=np.int64)
     return VictimTable(
         gangs=gangs,
         queue=np.array([queues[g.queue] for g in gangs], dtype=np.int64),
         queues=queues,
-        priority=np.array([g.priority for g in gangs], dtype=np.int64),
+        priority=priority,
         lost=np.array([np.nan if r[1] else r[2] for r in ranked], dtype=np.float64),
         gpus=per_pod[:, 2].copy(),
         gpu_type=np.array([view.types.get(g.gpu_type, -1) for g in gangs], dtype=np.int64),
@@ -147,9 +199,9 @@ def victim_table(
         node=node,
         gang=gang,
         amount=amount,
-        by_node=by_node,
-        priorities=[g.priority for g in gangs],
-        rank={g.key: i for i, g in enumerate(gangs)},
+        by_node=ByNode(len(view.nodes), node, gang, amount),
+        priorities=priority.tolist(),
+        rank=Ranks(keys, np.array([rank[k] for k in keys], dtype=np.int64)),
     )
 
 
