@@ -98,22 +98,34 @@ def lineage_cmd(
     so running it twice adds nothing. With --follow it keeps sending what new workflows spool.
     """
     if ref == "sync":
-        if metrics_port is not None and not follow:
-            raise PermanentError("--metrics-port goes with --follow")
-        seconds = interval_seconds(interval, "passes", least=0.1)
-        if tracking_uri is not None:
-            check(tracking_uri, write=True)
         target = _SyncTarget(tracking_uri, other_store)
-        if follow:
-            _follow(target, spool or [], seconds, namespace, metrics_port)
-        else:
-            _sync(target, spool or [], namespace)
+        _sync_cmd(target, spool or [], follow, interval, namespace, metrics_port)
         return
     if follow or namespace or other_store or metrics_port is not None:
         raise PermanentError(
             "--follow, --namespace, --other-store and --metrics-port go with `gangway lineage sync`"
         )
     _trace(ref, tracking_uri, state_dir, as_json=as_json, depth=depth)
+
+
+def _sync_cmd(
+    target: _SyncTarget,
+    spools: list[str],
+    follow: bool,
+    interval: str,
+    namespace: str | None,
+    metrics_port: int | None,
+) -> None:
+    """``lineage sync``: one pass, or with ``follow`` pass after pass."""
+    if metrics_port is not None and not follow:
+        raise PermanentError("--metrics-port goes with --follow")
+    seconds = interval_seconds(interval, "passes", least=0.1)
+    if target.uri is not None:
+        check(target.uri, write=True)
+    if follow:
+        _follow(target, spools, seconds, namespace, metrics_port)
+    else:
+        _sync(target, spools, namespace)
 
 
 def _trace(
