@@ -34,7 +34,7 @@ FLEET_METRICS: tuple[MetricSpec, ...] = (
         "gauge",
         _QUEUE,
         "GPUs the queue's running gangs hold (a parent queue counts its children's, as gangway "
-        "queues does); every queue has gpu_model=\"any\"",
+        'queues does); every queue has gpu_model="any"',
         "exporter",
     ),
     MetricSpec(
@@ -148,8 +148,8 @@ FLEET_METRICS: tuple[MetricSpec, ...] = (
         "gangway_lineage_spool_pending_records",
         "gauge",
         ("namespace",),
-        "lineage records spooled but not yet in MLflow, as of the follower's last pass: only the "
-        "spools it could read count (read it with gangway_lineage_sync_last_pass_time_seconds)",
+        "lineage records spooled but not yet in MLflow, as of the follower's last pass that read "
+        "its spool root (kept, not zeroed, while passes fail); absent until one did",
         "`gangway lineage sync --follow`",
     ),
     MetricSpec(

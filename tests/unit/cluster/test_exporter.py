@@ -284,8 +284,9 @@ def test_an_api_server_that_does_not_answer_is_one_line_and_transient(tmp_path: 
     proc = _exporter_process("--cluster", "us-east", env=env)
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("metrics: ")
-        time.sleep(1.0)
+        url = proc.stdout.readline().split()[1]
+        errors = ("gangway_exporter_snapshot_errors_total", frozenset({("cluster", "us-east")}))
+        assert _until(url, *errors, 2.0).get(errors, 0) >= 2.0
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=10)
     finally:
@@ -295,3 +296,21 @@ def test_an_api_server_that_does_not_answer_is_one_line_and_transient(tmp_path: 
     lines = err.strip().splitlines()
     assert lines and all(x.count("snapshot not read (cluster us-east: context") == 1 for x in lines)
     assert "--snapshot" not in err and "Traceback" not in err
+
+
+def test_docs_list_every_fleet_metric_as_declared() -> None:
+    """docs/observability.md's fleet table has a row per FLEET_METRICS entry, in its order,
+    with its type, its labels and its meaning exactly as declared (the HELP text served)."""
+    import re
+
+    from gangway.scheduling.fleet_metrics import FLEET_METRICS
+
+    text = (REPO / "docs" / "observability.md").read_text()
+    rows = re.findall(r"^\| `(gangway_\w+)` \| (\w+) \| ([^|]*) \| (.*) \|$", text, re.M)
+    fleet = {m.name for m in FLEET_METRICS}
+    table = [r for r in rows if r[0] in fleet]
+    assert [r[0] for r in table] == [m.name for m in FLEET_METRICS]
+    for (_name, kind, labels, meaning), m in zip(table, FLEET_METRICS, strict=True):
+        assert kind == m.kind, m.name
+        assert labels.strip() == ", ".join(m.labels), m.name
+        assert meaning == m.meaning, m.name
