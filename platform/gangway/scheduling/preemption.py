@@ -65,6 +65,7 @@ __all__ = [
     "Preemption",
     "Victim",
     "lost_gpu_hours",
+    "may_reclaim",
     "over_capability",
     "plan_preemption",
     "reclaim_refusal",
@@ -122,6 +123,15 @@ def _relevant(g: Gang, share: dict[str, int]) -> list[str]:
     return [k for k in _asks(g.total) if k in share]
 
 
+def may_reclaim(w: Workload, queue: str, view: ClusterView) -> bool:
+    """Whether ``queue`` (one of ``view``'s) is within its deserved share of some resource
+    ``w`` requests once ``w`` runs — :func:`reclaim_refusal`'s verdict, without its words."""
+    if queue not in view.state.queues:
+        return False
+    share = view.deserved(queue)
+    return any(view.used(queue, k) + w.total(k) <= share.get(k, 0) for k in _asks(w.total))
+
+
 def reclaim_refusal(w: Workload, queue: str, view: ClusterView) -> str | None:
     """Why Volcano's capacity plugin would not let ``queue`` reclaim for ``w`` (its
     ``PreemptiveFn``), or None when it may: see the module docstring."""
@@ -134,12 +144,10 @@ def reclaim_refusal(w: Workload, queue: str, view: ClusterView) -> str | None:
             f"queue {queue} sets no deserved share (nor guarantee) of {', '.join(asks)}, so "
             "Volcano never reclaims from other queues for it — give it one to reclaim"
         )
-    over = []
-    for k in asks:
-        future = view.used(queue, k) + w.total(k)
-        if future <= share.get(k, 0):
-            return None
-        over.append(f"{amount_said(k, future)} > {amount_said(k, share.get(k, 0))}")
+    if may_reclaim(w, queue, view):
+        return None  # the words below only when refused: this is asked for every decision
+    future = {k: view.used(queue, k) + w.total(k) for k in asks}
+    over = [f"{amount_said(k, future[k])} > {amount_said(k, share.get(k, 0))}" for k in asks]
     return (
         f"queue {queue} may not reclaim from other queues: with this gang it would be over its "
         f"deserved share of every resource the gang requests ({'; '.join(over)}), and Volcano "

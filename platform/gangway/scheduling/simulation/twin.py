@@ -52,7 +52,7 @@ import numpy as np
 from gangway.scheduling.admission import Verdict, admit, in_cluster
 from gangway.scheduling.capacity import ClusterView, SnapshotView, fill, fit, view_of
 from gangway.scheduling.placement import place
-from gangway.scheduling.preemption import reclaim_refusal
+from gangway.scheduling.preemption import may_reclaim
 from gangway.scheduling.simulation.fleet import CPU_PER_GPU, MEMORY_PER_GPU_GI
 from gangway.scheduling.simulation.twin_fleet import TwinFleet
 from gangway.scheduling.simulation.twin_workload import TwinGang
@@ -262,6 +262,8 @@ class _Replay:
         self.dirty = False
         self.decisions, self.decision_s = 0, 0.0
         self.tried: set[int] = set()
+        self.evicts: dict[tuple[str, tuple[object, ...]], bool] = {}
+        """(cluster, gang key) → :meth:`_may_evict`, in this pass until a gang starts."""
 
     def _prepare(self, g: TwinGang) -> _Gang:
         per = self.amounts.get(g.gpus_per_pod)
@@ -326,6 +328,7 @@ class _Replay:
         )
         waiting: set[tuple[object, ...]] = set()
         hopes: dict[tuple[str, str | None], int] = {}
+        self.evicts.clear()
         for i in self.ordered(candidates):
             g = self.gangs[i]
             if g.key in waiting or (i in self.tried and self._hopeless(g, fleet, hopes)):
@@ -343,6 +346,7 @@ class _Replay:
             else:
                 self.start(i, choice.start, now)
                 hopes.clear()
+                self.evicts.clear()
                 if choice.start.victims:
                     waiting.clear()
 
@@ -361,7 +365,12 @@ class _Replay:
                 code = view.types.get(g.spec.gpu_model, -1)
                 room = int(view.free[view.gpu_type == code, 2].sum())
                 hopes[(name, g.spec.gpu_model)] = room
-            if room >= g.spec.gpus or self._may_evict(g, view):
+            if room >= g.spec.gpus:
+                return False
+            evicts = self.evicts.get((name, g.key))
+            if evicts is None:  # the same for every gang of the key until the next start
+                evicts = self.evicts[(name, g.key)] = self._may_evict(g, view)
+            if evicts:
                 return False
         return True
 
@@ -374,7 +383,7 @@ class _Replay:
         own = view.running.get(g.queue, {})
         if g.spec.within is None and any(p < g.priority and gs for p, gs in own.items()):
             return True
-        if reclaim_refusal(g.workload, g.queue, view) is not None:
+        if not may_reclaim(g.workload, g.queue, view):
             return False
         for q, by_priority in view.running.items():
             state = view.state.queues.get(q)
