@@ -61,52 +61,40 @@ def _relabelings() -> list[dict[str, Any]]:
     ]
 
 
-def pod_monitor(cfg: PlatformConfig, cluster: str) -> dict[str, Any]:
-    """The PodMonitor of ``cluster``: every Gangway step pod of every team namespace."""
+def _monitor(
+    cfg: PlatformConfig, cluster: str, name: str, selector: dict[str, Any], endpoint: dict[str, Any]
+) -> dict[str, Any]:
+    """A PodMonitor in ``cluster``'s Argo namespace over every team namespace."""
     namespaces = sorted({t.namespace for t in cfg.team_views().values()})
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
         "metadata": {
-            "name": POD_MONITOR,
+            "name": name,
             "namespace": cfg.clusters[cluster].namespace,
             "labels": {"app.kubernetes.io/part-of": "gangway"},
         },
         "spec": {
-            "selector": {"matchExpressions": [{"key": PIPELINE_LABEL, "operator": "Exists"}]},
+            "selector": selector,
             "namespaceSelector": {"matchNames": namespaces},
             "podMetricsEndpoints": [
-                {
-                    "port": METRICS_PORT_NAME,
-                    "path": "/metrics",
-                    "honorLabels": True,
-                    "relabelings": _relabelings(),
-                }
+                {"port": METRICS_PORT_NAME, "path": "/metrics", "honorLabels": True, **endpoint}
             ],
         },
     }
+
+
+def pod_monitor(cfg: PlatformConfig, cluster: str) -> dict[str, Any]:
+    """The PodMonitor of ``cluster``: every Gangway step pod of every team namespace."""
+    selector = {"matchExpressions": [{"key": PIPELINE_LABEL, "operator": "Exists"}]}
+    return _monitor(cfg, cluster, POD_MONITOR, selector, {"relabelings": _relabelings()})
 
 
 def follower_monitor(cfg: PlatformConfig, cluster: str) -> dict[str, Any]:
     """The PodMonitor of the lineage followers of every team namespace: their own labels
     (``namespace``) are kept."""
-    namespaces = sorted({t.namespace for t in cfg.team_views().values()})
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PodMonitor",
-        "metadata": {
-            "name": FOLLOWER_MONITOR,
-            "namespace": cfg.clusters[cluster].namespace,
-            "labels": {"app.kubernetes.io/part-of": "gangway"},
-        },
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": FOLLOWER_MONITOR}},
-            "namespaceSelector": {"matchNames": namespaces},
-            "podMetricsEndpoints": [
-                {"port": METRICS_PORT_NAME, "path": "/metrics", "honorLabels": True}
-            ],
-        },
-    }
+    selector = {"matchLabels": {"app.kubernetes.io/name": FOLLOWER_MONITOR}}
+    return _monitor(cfg, cluster, FOLLOWER_MONITOR, selector, {})
 
 
 def pod_monitors(cfg: PlatformConfig, cluster: str) -> list[dict[str, Any]]:
