@@ -3,8 +3,10 @@ against placement policies, by the method of docs/simulation.md."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -408,17 +410,21 @@ def _replay_twins(plan: list[Any]) -> list[Any]:
     from gangway.scheduling.simulation.twin import replay_twin
 
     total = sum(len(gangs) for _, gangs, _ in plan)
+    with _gangs_bar(total) as advance:
+        return [replay_twin(f, gangs, settings, progress=advance) for f, gangs, settings in plan]
+
+
+@contextlib.contextmanager
+def _gangs_bar(total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar over ``total`` gangs replayed (on stderr, gone when done); yields the
+    callable that advances it. Ctrl-C ends the command with nothing written."""
     columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("gangs"))
-    runs = []
     try:
         with Progress(*columns, console=err_console, transient=True) as bar:
             task = bar.add_task("replay", total=total)
-            for fleet, gangs, settings in plan:
-                advance = lambda n: bar.advance(task, n)  # noqa: E731
-                runs.append(replay_twin(fleet, gangs, settings, progress=advance))
+            yield lambda n: bar.advance(task, n)
     except KeyboardInterrupt:
         raise Interrupted("interrupted: no results written") from None
-    return runs
 
 
 def _print_twin(runs: list[Any]) -> None:
@@ -455,20 +461,12 @@ def _replay_gangs(
         for s in seeds
     }
     total = sum(len(w) for w in workloads.values()) * len(names)
-    columns = (TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("gangs"))
-    runs = []
-    try:
-        with Progress(*columns, console=err_console, transient=True) as bar:
-            task = bar.add_task("replay", total=total)
-            for s, jobs in workloads.items():
-                for name in names:
-                    advance = lambda n: bar.advance(task, n)  # noqa: E731
-                    runs.append(
-                        replay_gangs(fleet, jobs, name, seed=s, horizon_s=horizon, progress=advance)
-                    )
-    except KeyboardInterrupt:
-        raise Interrupted("interrupted: no results written") from None
-    return runs
+    with _gangs_bar(total) as advance:
+        return [
+            replay_gangs(fleet, jobs, name, seed=s, horizon_s=horizon, progress=advance)
+            for s, jobs in workloads.items()
+            for name in names
+        ]
 
 
 def _print_gangs(runs: list[Any]) -> None:
