@@ -81,3 +81,16 @@ def test_hundredths_round_as_python_does() -> None:
     rng = np.random.default_rng(1)
     x = np.concatenate([rng.random(20000) * 1000, np.arange(20000) / 200, [2.675, 1.005, 0.0]])
     assert to_hundredths(x).tolist() == [round(v, 2) for v in x.tolist()]
+
+
+def test_the_remembered_refusals_decide_as_asking_again() -> None:
+    """The replay's memo of refused shapes (``TwinSettings.memo``) against asking the decision
+    every time: the same starts, evictions, waits and counts, over four loaded days."""
+    fleet = twin_fleet("example")
+    gangs = generate_twin(fleet, load=2.0, hours=96, seed=11)
+    runs = [
+        replay_twin(fleet, gangs, TwinSettings(horizon_s=96 * 3600, memo=memo))
+        for memo in (True, False)
+    ]
+    assert digest(runs[0]) == digest(runs[1])
+    assert sum(o.preemptions for o in runs[0].outcomes) > 0

@@ -23,6 +23,16 @@ frees nothing (only arrivals) only the new gangs are tried. A gang the decision 
 never fit: no domain large enough, beyond its queue's capability) leaves the queue as *never
 fits*.
 
+**Refusals remembered** (:attr:`TwinSettings.memo`, with :func:`platform_decision`): where a
+gang could evict nobody in a cluster, that cluster's verdict reads only its own state — the free
+nodes of the gang's model and what its queue (and those above it) run — and the gang's shape,
+not the time nor the gang's name. A *wait* or *reject* there is kept per shape with the
+versions of what it read (each start and stop bumps them); a gang whose shape every cluster
+still refuses (at least one waiting) is answered *wait* without asking, and a cluster changed
+since is asked on its own (:func:`~gangway.scheduling.admission.admit` for that cluster) — the
+full decision only when one would admit. The same decisions as asking every time (checked on a
+loaded replay), counted as decisions.
+
 **Time lost to preemption**: a victim that started at s and checkpoints every c seconds keeps
 ⌊(now − s) / c⌋ · c seconds of its work and loses the rest (all of it with no checkpoints);
 it goes back to the pending queue with its original arrival. (The decision ranks victims by the
@@ -49,9 +59,9 @@ from datetime import timedelta
 
 import numpy as np
 
-from gangway.scheduling.admission import Verdict, admit, in_cluster
+from gangway.scheduling.admission import ClusterDecision, Verdict, WaitsFor, admit, in_cluster
 from gangway.scheduling.capacity import ClusterView, SnapshotView, fill, fit, view_of
-from gangway.scheduling.placement import place
+from gangway.scheduling.placement import Placement, place
 from gangway.scheduling.preemption import may_reclaim
 from gangway.scheduling.simulation.fleet import CPU_PER_GPU, MEMORY_PER_GPU_GI
 from gangway.scheduling.simulation.twin_fleet import TwinFleet
@@ -106,18 +116,26 @@ Decide = Callable[[Workload, SnapshotView], Choice]
 def platform_decision(w: Workload, fleet: SnapshotView) -> Choice:
     """The platform's own: :func:`~gangway.scheduling.placement.place` (admission, preemption,
     the cluster and domain), taking its chosen option."""
+    return _platform(w, fleet)[0]
+
+
+def _platform(w: Workload, fleet: SnapshotView) -> tuple[Choice, Placement]:
+    """:func:`platform_decision`, with the placement it read (every cluster's verdict)."""
     p = place(w, fleet)
     best = p.chosen
     if best is None:
-        return Choice(Verdict.REJECT, reason=p.decision.reason)
+        return Choice(Verdict.REJECT, reason=p.decision.reason), p
     d = best.decision
     if d.verdict == Verdict.ADMIT and d.assignment is not None:
-        return Choice(d.verdict, Start(best.cluster, d.assignment.nodes))
+        return Choice(d.verdict, Start(best.cluster, d.assignment.nodes)), p
     plan = d.preemption if d.verdict == Verdict.PREEMPT else None
     if plan is not None:
         victims = tuple(v.gang for v in plan.victims)
-        return Choice(d.verdict, Start(best.cluster, plan.assignment.nodes, victims))
-    return Choice(Verdict.WAIT, reason=d.reason)
+        return Choice(d.verdict, Start(best.cluster, plan.assignment.nodes, victims)), p
+    return Choice(Verdict.WAIT, reason=d.reason), p
+
+
+WAITS = Choice(Verdict.WAIT, reason="refused before, nothing changed since")
 
 
 def first_fit_decision(w: Workload, fleet: SnapshotView) -> Choice:
@@ -155,6 +173,10 @@ class TwinSettings:
     decide: Decide = platform_decision
     preemption: bool = True
     checkpoint_s: int = 3600
+    memo: bool = True
+    """With :func:`platform_decision`: a gang whose shape each cluster refused (wait, or
+    reject) unchanged since, where it could evict nobody, is answered *wait* without asking
+    again (see :meth:`_Replay.remembered`) — the same decisions; off only to check that."""
 
 
 @dataclass
@@ -203,6 +225,8 @@ class _Running:
     since: float
     remaining: float
     run: int
+    models: frozenset[int] = frozenset()
+    """The GPU model codes of the nodes it holds."""
 
 
 @dataclass
@@ -239,6 +263,10 @@ def _per_gpu(snap: Snapshot) -> tuple[int, int]:
     return cpu, mem
 
 
+_Refusal = tuple[tuple[int, ...], ClusterDecision]
+"""A cluster's refusal of a shape: the versions it read and its decision."""
+
+
 class _Replay:
     def __init__(self, fleet: TwinFleet, gangs: Sequence[TwinGang], s: TwinSettings) -> None:
         if s.order not in ORDERS:
@@ -264,6 +292,14 @@ class _Replay:
         self.tried: set[int] = set()
         self.evicts: dict[tuple[str, tuple[object, ...]], bool] = {}
         """(cluster, gang key) → :meth:`_may_evict`, in this pass until a gang starts."""
+        self.memo = s.memo and s.decide is platform_decision
+        self.version: dict[tuple[str, object], int] = {}
+        """(cluster, None) → its starts and stops; (cluster, model code) → those on its nodes
+        of the model; (cluster, queue name) → those of gangs of the queue or below it."""
+        self.refused: dict[tuple[str, tuple[object, ...]], _Refusal] = {}
+        """(cluster, gang key) → the versions its verdict reads (:meth:`_stamp`) and the
+        cluster's decision (wait or reject), where the gang could evict nobody there
+        (:meth:`remembered`)."""
 
     def _prepare(self, g: TwinGang) -> _Gang:
         per = self.amounts.get(g.gpus_per_pod)
@@ -335,7 +371,7 @@ class _Replay:
                 continue
             self.tried.add(i)
             started = time.perf_counter()
-            choice = self.s.decide(g.workload, fleet)
+            choice = self.decide(g, fleet)
             self.decision_s += time.perf_counter() - started
             self.decisions += 1
             if choice.verdict == Verdict.REJECT:
@@ -349,6 +385,68 @@ class _Replay:
                 self.evicts.clear()
                 if choice.start.victims:
                     waiting.clear()
+
+    def decide(self, g: _Gang, fleet: SnapshotView) -> Choice:
+        """The decision for ``g`` — remembered where it can be (:meth:`remembered`)."""
+        if not self.memo:
+            return self.s.decide(g.workload, fleet)
+        if self.remembered(g, fleet):
+            return WAITS
+        choice, p = _platform(g.workload, fleet)
+        if choice.verdict != Verdict.WAIT:
+            return choice
+        for o in p.options:
+            view = fleet.clusters[o.cluster]
+            if not self._evicts(g, o.cluster, view):
+                self.refused[(o.cluster, g.key)] = (self._stamp(g, view), o.decision)
+        return choice
+
+    def _evicts(self, g: _Gang, name: str, view: ClusterView) -> bool:
+        """:meth:`_may_evict`, kept in :attr:`evicts` (this pass, until a gang starts)."""
+        evicts = self.evicts.get((name, g.key))
+        if evicts is None:
+            evicts = self.evicts[(name, g.key)] = self._may_evict(g, view)
+        return evicts
+
+    def _stamp(self, g: _Gang, view: ClusterView) -> tuple[int, ...]:
+        """The versions of what ``g``'s verdict in ``view`` reads where it can evict nobody:
+        the free room of the nodes of its model (all nodes, naming none) and the usage of
+        its queue and the queues above it (capability)."""
+        v, name = self.version, view.name
+        model: object = None if g.spec.gpu_model is None else view.types.get(g.spec.gpu_model, -1)
+        free = v.get((name, model), 0)
+        return (free, *(v.get((name, q), 0) for q in view.ancestors(g.queue)))
+
+    def _changed(self, view: ClusterView, queue: str, models: frozenset[int]) -> None:
+        v, name = self.version, view.name
+        for key in (None, *models, *view.ancestors(queue)):
+            v[(name, key)] = v.get((name, key), 0) + 1
+
+    def remembered(self, g: _Gang, fleet: SnapshotView) -> bool:
+        """Whether every cluster refused ``g``'s shape (everything its verdict there reads:
+        queue, class, pods, per-pod amount, model, tier, team) since it last changed, with at
+        least one *wait*, where it could evict nobody — a verdict that reads only the
+        cluster's state, not the time (victims are ranked by what they would lose now) nor
+        the gang's name. A cluster changed since is asked again on its own
+        (:func:`~gangway.scheduling.admission.admit` for that cluster); the answer is *wait*
+        when none admits, else the full decision is asked."""
+        waits, fresh = False, []
+        for name, view in fleet.clusters.items():
+            if self._evicts(g, name, view):
+                return False
+            seen = self.refused.get((name, g.key))
+            stamp = self._stamp(g, view)
+            if seen is not None and _still(seen, stamp):
+                waits = waits or seen[1].verdict == Verdict.WAIT
+            else:
+                fresh.append((name, stamp))
+        for name, stamp in fresh:
+            d = admit(g.workload, fleet, cluster=name)
+            if d.problems or d.verdict < Verdict.WAIT:
+                return False
+            self.refused[(name, g.key)] = (stamp, d.clusters[0])
+            waits = waits or d.verdict == Verdict.WAIT
+        return waits
 
     def _hopeless(
         self, g: _Gang, fleet: SnapshotView, hopes: dict[tuple[str, str | None], int]
@@ -426,8 +524,10 @@ class _Replay:
             started_at=T0 + timedelta(seconds=now),
         )
         held = view.hold(gang, dict(where.nodes))
+        models = frozenset(int(view.gpu_type[r]) for r in where.nodes)
+        self._changed(view, g.queue, models)
         self.runs += 1
-        self.running[i] = _Running(held, where.cluster, now, g.remaining, self.runs)
+        self.running[i] = _Running(held, where.cluster, now, g.remaining, self.runs, models)
         self.held[g.queue] = self.held.get(g.queue, 0) + g.spec.gpus
         self.pending.pop(i, None)
         out = self.outcomes[i]
@@ -439,6 +539,7 @@ class _Replay:
         r = self.running.pop(i)
         g = self.gangs[i]
         self.fleet.clusters[r.cluster].release(r.gang)
+        self._changed(self.fleet.clusters[r.cluster], g.queue, r.models)
         self.held[g.queue] -= g.spec.gpus
         if not evicted:
             self.outcomes[i].end_s = now
@@ -452,6 +553,20 @@ class _Replay:
         out.lost_gpu_hours += g.spec.gpus * (elapsed - saved) / 3600
         self.pending[i] = None
         self.dirty = True
+
+
+def _still(seen: _Refusal, stamp: tuple[int, ...]) -> bool:
+    """Whether a cluster's refusal (wait or reject, with no eviction possible) recorded at
+    versions ``seen[0]`` still holds at ``stamp``: a rejection always (it reads only what
+    does not change: the queue, the models, the tiers, what is allocatable, capability); a
+    wait for quota while its queue and those above it run the same; a wait for room while
+    that and the nodes of its model are unchanged too."""
+    was, d = seen
+    if d.verdict == Verdict.REJECT:
+        return True
+    if d.waits_for == WaitsFor.QUOTA:
+        return was[1:] == stamp[1:]
+    return was == stamp
 
 
 def _model_of(view: ClusterView, nodes: Mapping[int, int]) -> str | None:
