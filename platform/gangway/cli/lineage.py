@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -141,12 +141,7 @@ def _trace(
     from gangway.lineage.query import load_snapshot, resolve
     from gangway.lineage.render import text_lines, to_json
 
-    try:
-        client = store.client(tracking_uri, write=False)
-    except GangwayError:
-        raise
-    except Exception as e:  # MLflow refused the URI itself
-        raise PermanentError(f"cannot open {tracking_uri}: {describe(e)}") from None
+    client = open_to_read(tracking_uri, f"cannot open {tracking_uri}")
     try:
         snap = load_snapshot(client)
     except Exception as e:
@@ -158,6 +153,17 @@ def _trace(
         return
     for line in text_lines(graph, root, up, down):
         console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def open_to_read(uri: str, refused: str) -> Any:
+    """An MLflow client over ``uri`` that never changes the store; MLflow refusing the URI
+    itself is a :class:`PermanentError` starting ``refused``, with why."""
+    try:
+        return store.client(uri, write=False)
+    except GangwayError:
+        raise
+    except Exception as e:  # MLflow refused the URI itself
+        raise PermanentError(f"{refused}: {describe(e)}") from None
 
 
 def local_store(state_dir: Path) -> str:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gangway.cli._output import console, err_console, output_file
 from gangway.cli.options import Output, OutputOpt, StateDirOpt
-from gangway.errors import GangwayError, NotFoundError, PermanentError, TransientError, describe
+from gangway.errors import NotFoundError, PermanentError, TransientError, describe
 from gangway.lineage.usage import (
     Daily,
     UsageRow,
@@ -139,18 +139,13 @@ def _from_lineage(
     team: str | None,
     plot: Path | None,
 ) -> tuple[list[UsageRow], Daily | None, str]:
-    from gangway.cli.lineage import local_store
+    from gangway.cli.lineage import local_store, open_to_read
     from gangway.lineage import store
     from gangway.lineage.usage_store import load_used
 
     uri = uri or local_store(state_dir)
     store.check(uri, write=False)
-    try:
-        client = store.client(uri, write=False)
-    except GangwayError:
-        raise
-    except Exception as e:  # MLflow refused the URI itself
-        raise PermanentError(f"--tracking-uri {uri}: cannot open it: {describe(e)}") from None
+    client = open_to_read(uri, f"--tracking-uri {uri}: cannot open it")
     try:
         used: list[Used] = load_used(client, window, team)
     except Exception as e:
