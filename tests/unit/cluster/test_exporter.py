@@ -222,21 +222,30 @@ def _exporter_process(*args: str, env: dict[str, str] | None = None) -> subproce
     )
 
 
-def test_a_snapshot_file_that_is_not_there_serves_its_error_count(tmp_path: Path) -> None:
-    proc = _exporter_process("--snapshot", str(tmp_path / "nope.yaml"))
+def _failing_passes(
+    cluster: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[Values, tuple[str, frozenset[tuple[str, str]]], str]:
+    """Serve with ``args`` until ``cluster``'s error counter reaches 2, then Ctrl-C: the values
+    scraped, the counter's key, and what the exporter said on stderr."""
+    proc = _exporter_process(*args, env=env)
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().split()[1]
-        errors = ("gangway_exporter_snapshot_errors_total", frozenset({("cluster", "")}))
+        errors = ("gangway_exporter_snapshot_errors_total", frozenset({("cluster", cluster)}))
         v = _until(url, *errors, 2.0)
-        assert v[errors] >= 2.0
-        assert not any(name.startswith("gangway_exporter_last") for name, _ in v)
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return v, errors, err
+
+
+def test_a_snapshot_file_that_is_not_there_serves_its_error_count(tmp_path: Path) -> None:
+    v, errors, err = _failing_passes("", "--snapshot", str(tmp_path / "nope.yaml"))
+    assert v[errors] >= 2.0
+    assert not any(name.startswith("gangway_exporter_last") for name, _ in v)
     lines = err.strip().splitlines()
     assert lines and all("no good snapshot yet" in x for x in lines), err
     assert "last good values" not in err
@@ -281,18 +290,8 @@ def test_an_api_server_that_does_not_answer_is_one_line_and_transient(tmp_path: 
     assert once.returncode == 75, once.stderr
     assert line.startswith("error: cluster us-east: ") and "cannot reach the API server" in line
     assert "Connection refused" in line and "--snapshot" not in line
-    proc = _exporter_process("--cluster", "us-east", env=env)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().split()[1]
-        errors = ("gangway_exporter_snapshot_errors_total", frozenset({("cluster", "us-east")}))
-        assert _until(url, *errors, 2.0).get(errors, 0) >= 2.0
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    v, errors, err = _failing_passes("us-east", "--cluster", "us-east", env=env)
+    assert v.get(errors, 0) >= 2.0
     lines = err.strip().splitlines()
     assert lines and all(x.count("snapshot not read (cluster us-east: context") == 1 for x in lines)
     assert "--snapshot" not in err and "Traceback" not in err
